@@ -1,0 +1,199 @@
+package cri
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	criapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// Runtime implements runtime.Runtime on top of the CRI service interfaces.
+// It keeps no pod state of its own: everything it knows it reads back from
+// the runtime through the labels and annotations it writes, so a new
+// Runtime (or an agent restart) adopts what an earlier one created.
+//
+// All methods are safe for concurrent use for different pods.
+type Runtime struct {
+	rs  criapi.RuntimeService
+	is  criapi.ImageManagerService
+	cfg Config
+	log logr.Logger
+
+	// mu guards typ.
+	mu  sync.Mutex
+	typ string
+}
+
+var _ runtime.Runtime = (*Runtime)(nil)
+
+// New returns a Runtime over the services in cfg. It does no I/O.
+func New(cfg Config) (*Runtime, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	return &Runtime{rs: cfg.RuntimeService, is: cfg.ImageService, cfg: cfg, log: cfg.Logger}, nil
+}
+
+// runtimeType returns the runtime's name, the type part of container IDs,
+// asking the runtime once.
+func (r *Runtime) runtimeType(ctx context.Context) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.typ != "" {
+		return r.typ, nil
+	}
+	v, err := r.rs.Version(ctx, "v1")
+	if err != nil {
+		return "", fmt.Errorf("cri: version: %w", wrap("Version", "", err))
+	}
+	if v.GetRuntimeName() == "" {
+		return "", fmt.Errorf("cri: version: no runtime name: %w", runtime.ErrInvalidResponse)
+	}
+	r.typ = v.GetRuntimeName()
+	return r.typ, nil
+}
+
+// Status implements runtime.Runtime.
+func (r *Runtime) Status(ctx context.Context) (*runtime.Status, error) {
+	resp, err := r.rs.Status(ctx, false)
+	if err != nil {
+		return nil, fmt.Errorf("cri: status: %w", wrap("Status", "", err))
+	}
+	out := &runtime.Status{}
+	for _, c := range resp.GetStatus().GetConditions() {
+		if c.GetType() == "" {
+			return nil, fmt.Errorf("cri: status: a condition has no type: %w", runtime.ErrInvalidResponse)
+		}
+		out.Conditions = append(out.Conditions, runtime.Condition{Type: c.GetType(), Status: c.GetStatus(), Reason: c.GetReason(), Message: c.GetMessage()})
+	}
+	return out, nil
+}
+
+// GetPods implements runtime.Runtime. Sandboxes and containers without
+// the pod UID label were not created by a kubelet-like agent and are not
+// listed.
+func (r *Runtime) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error) {
+	typ, err := r.runtimeType(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var sf *runtimeapi.PodSandboxFilter
+	var cf *runtimeapi.ContainerFilter
+	if !all {
+		sf = &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}}
+		cf = &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}
+	}
+	sandboxes, err := r.rs.ListPodSandbox(ctx, sf)
+	if err != nil {
+		return nil, fmt.Errorf("cri: get pods: %w", wrap("ListPodSandbox", "", err))
+	}
+	containers, err := r.rs.ListContainers(ctx, cf)
+	if err != nil {
+		return nil, fmt.Errorf("cri: get pods: %w", wrap("ListContainers", "", err))
+	}
+	pods := map[types.UID]*runtime.Pod{}
+	pod := func(l map[string]string) *runtime.Pod {
+		uid := types.UID(l[LabelPodUID])
+		p := pods[uid]
+		if p == nil {
+			p = &runtime.Pod{ID: uid, Name: l[LabelPodName], Namespace: l[LabelPodNamespace]}
+			pods[uid] = p
+		}
+		return p
+	}
+	for _, s := range sandboxes {
+		if s.GetLabels()[LabelPodUID] == "" {
+			continue
+		}
+		c, err := fromSandbox(typ, s)
+		if err != nil {
+			return nil, err
+		}
+		p := pod(s.GetLabels())
+		p.Sandboxes = append(p.Sandboxes, c)
+		if c.CreatedAt.After(p.CreatedAt) {
+			p.CreatedAt = c.CreatedAt
+		}
+	}
+	for _, s := range containers {
+		if s.GetLabels()[LabelPodUID] == "" {
+			continue
+		}
+		c, err := fromContainer(typ, s)
+		if err != nil {
+			return nil, err
+		}
+		p := pod(s.GetLabels())
+		p.Containers = append(p.Containers, c)
+	}
+	out := make([]*runtime.Pod, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// GetPodStatus implements runtime.Runtime.
+func (r *Runtime) GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*runtime.PodStatus, error) {
+	typ, err := r.runtimeType(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ps := &runtime.PodStatus{ID: uid, Name: name, Namespace: namespace, Timestamp: r.cfg.Clock.Now()}
+	sel := map[string]string{LabelPodUID: string(uid)}
+	sandboxes, err := r.rs.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, wrap("ListPodSandbox", "", err))
+	}
+	sort.Slice(sandboxes, func(i, j int) bool { return sandboxes[i].GetCreatedAt() > sandboxes[j].GetCreatedAt() })
+	for i, s := range sandboxes {
+		resp, err := r.rs.PodSandboxStatus(ctx, s.GetId(), false)
+		if isNotFound(err) {
+			continue // removed since the list
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, wrap("PodSandboxStatus", s.GetId(), err))
+		}
+		st, err := fromSandboxStatus(resp.GetStatus())
+		if err != nil {
+			return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, err)
+		}
+		ps.SandboxStatuses = append(ps.SandboxStatuses, st)
+		if i == 0 && st.State == runtime.SandboxStateReady {
+			ps.IPs = st.IPs
+		}
+	}
+	containers, err := r.rs.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, wrap("ListContainers", "", err))
+	}
+	for _, c := range containers {
+		resp, err := r.rs.ContainerStatus(ctx, c.GetId(), false)
+		if isNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, wrap("ContainerStatus", c.GetId(), err))
+		}
+		st, err := fromContainerStatus(typ, resp.GetStatus(), c.GetPodSandboxId())
+		if err != nil {
+			return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, err)
+		}
+		ps.ContainerStatuses = append(ps.ContainerStatuses, st)
+	}
+	sort.SliceStable(ps.ContainerStatuses, func(i, j int) bool {
+		return ps.ContainerStatuses[i].CreatedAt.After(ps.ContainerStatuses[j].CreatedAt)
+	})
+	return ps, nil
+}
+
+func podRef(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }

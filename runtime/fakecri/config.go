@@ -1,0 +1,46 @@
+package fakecri
+
+import (
+	"fmt"
+	"net/netip"
+
+	"k8s.io/utils/clock"
+)
+
+// DefaultPodCIDR is where sandbox IPs come from by default: a loopback
+// range, so traffic addressed to a fake pod can never leave the machine. A
+// test can bind a listener to a pod's IP to stand in for the pod's server.
+const DefaultPodCIDR = "127.88.0.0/16"
+
+// Config configures a Runtime. The zero value is a valid configuration.
+type Config struct {
+	// Clock drives container timers (exits, stop delays, pull latency)
+	// and timestamps. Default: the real clock.
+	Clock clock.WithDelayedExecution
+	// PodCIDR is the range sandbox IPs are taken from. Default
+	// DefaultPodCIDR.
+	PodCIDR string
+	// Images are present from the start, as if pulled.
+	Images []string
+	// Registry, when not nil, lists the only images a pull can find;
+	// pulling any other fails with NotFound. When nil, every well-formed
+	// reference can be pulled.
+	Registry []string
+
+	podCIDR netip.Prefix
+}
+
+func (c *Config) defaults() error {
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.PodCIDR == "" {
+		c.PodCIDR = DefaultPodCIDR
+	}
+	p, err := netip.ParsePrefix(c.PodCIDR)
+	if err != nil || !p.Addr().Is4() || p.Bits() > 30 {
+		return fmt.Errorf("fakecri: Config.PodCIDR %q: want an IPv4 prefix of /30 or wider", c.PodCIDR)
+	}
+	c.podCIDR = p.Masked()
+	return nil
+}

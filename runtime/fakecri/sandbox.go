@@ -1,0 +1,273 @@
+package fakecri
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+
+	"google.golang.org/grpc/codes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+type sandbox struct {
+	id        string
+	config    *runtimeapi.PodSandboxConfig
+	handler   string
+	state     runtimeapi.PodSandboxState
+	createdAt int64
+	ip        netip.Addr // invalid on the host network
+	resources *runtimeapi.LinuxContainerResources
+}
+
+func (s *sandbox) name() string {
+	m := s.config.GetMetadata()
+	return fmt.Sprintf("%s_%s_%s_%d", m.GetName(), m.GetNamespace(), m.GetUid(), m.GetAttempt())
+}
+
+func (s *sandbox) hostNetwork() bool {
+	return s.config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE
+}
+
+func (s *sandbox) status() *runtimeapi.PodSandboxStatus {
+	st := &runtimeapi.PodSandboxStatus{
+		Id:        s.id,
+		Metadata:  s.config.GetMetadata(),
+		State:     s.state,
+		CreatedAt: s.createdAt,
+		Network:   &runtimeapi.PodSandboxNetworkStatus{},
+		Linux: &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{
+			Options: s.config.GetLinux().GetSecurityContext().GetNamespaceOptions(),
+		}},
+		Labels:         copyMap(s.config.GetLabels()),
+		Annotations:    copyMap(s.config.GetAnnotations()),
+		RuntimeHandler: s.handler,
+	}
+	if s.ip.IsValid() {
+		st.Network.Ip = s.ip.String()
+	}
+	return st
+}
+
+// RunPodSandbox implements RuntimeService. A sandbox that is not on the
+// host network gets an IP from Config.PodCIDR.
+func (r *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandboxConfig, handler string) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.enter("RunPodSandbox"); err != nil {
+		return "", err
+	}
+	m := config.GetMetadata()
+	if m == nil {
+		return "", errorf(codes.InvalidArgument, "sandbox config must include metadata")
+	}
+	if m.GetName() == "" || m.GetNamespace() == "" || m.GetUid() == "" {
+		return "", errorf(codes.InvalidArgument, "sandbox metadata must include name, namespace and uid, got %q/%q uid %q", m.GetNamespace(), m.GetName(), m.GetUid())
+	}
+	if handler != "" {
+		return "", errorf(codes.NotFound, "no runtime for %q is configured", handler)
+	}
+	sb := &sandbox{
+		id:        newID(),
+		config:    config,
+		handler:   handler,
+		state:     runtimeapi.PodSandboxState_SANDBOX_READY,
+		createdAt: r.now().UnixNano(),
+	}
+	name := sb.name()
+	for _, o := range r.sandboxes {
+		if o.name() == name {
+			return "", errorf(codes.AlreadyExists, "failed to reserve sandbox name %q: name %q is reserved for %q", name, name, o.id)
+		}
+	}
+	if !sb.hostNetwork() {
+		ip, err := r.allocateIP()
+		if err != nil {
+			return "", err
+		}
+		sb.ip = ip
+	}
+	r.sandboxes[sb.id] = sb
+	r.emit(sb.id, sb, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
+	r.emit(sb.id, sb, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
+	return sb.id, nil
+}
+
+func (r *Runtime) allocateIP() (netip.Addr, error) {
+	start := r.nextIP
+	for {
+		ip := r.nextIP
+		r.nextIP = ip.Next()
+		if !r.podCIDR.Contains(r.nextIP) {
+			r.nextIP = r.podCIDR.Addr().Next()
+		}
+		if !r.usedIPs[ip] && r.podCIDR.Contains(ip) && ip != r.podCIDR.Addr() {
+			r.usedIPs[ip] = true
+			return ip, nil
+		}
+		if r.nextIP == start {
+			return netip.Addr{}, errorf(codes.ResourceExhausted, "no free IP address in %s", r.podCIDR)
+		}
+	}
+}
+
+// StopPodSandbox implements RuntimeService. Every container of the sandbox
+// is killed; the sandbox keeps its IP until it is removed. Stopping a
+// sandbox that does not exist fails with NotFound, as in containerd.
+func (r *Runtime) StopPodSandbox(_ context.Context, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.enter("StopPodSandbox"); err != nil {
+		return err
+	}
+	sb, _, err := lookup(r.sandboxes, id, "sandbox")
+	if err != nil {
+		return err
+	}
+	r.stopSandboxLocked(sb)
+	return nil
+}
+
+func (r *Runtime) stopSandboxLocked(sb *sandbox) {
+	for _, c := range r.containers {
+		if c.sandboxID == sb.id && c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			r.exitLocked(c, exitCodeSIGKILL, "")
+		}
+	}
+	if sb.state == runtimeapi.PodSandboxState_SANDBOX_READY {
+		sb.state = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+		r.emit(sb.id, sb, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
+	}
+}
+
+// RemovePodSandbox implements RuntimeService: it stops the sandbox if
+// needed and removes it with all its containers. Removing a sandbox that
+// does not exist succeeds.
+func (r *Runtime) RemovePodSandbox(_ context.Context, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.enter("RemovePodSandbox"); err != nil {
+		return err
+	}
+	sb, _, err := lookup(r.sandboxes, id, "sandbox")
+	if err != nil {
+		if isNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	r.stopSandboxLocked(sb)
+	for _, cid := range sortedKeys(r.containers) {
+		if c := r.containers[cid]; c.sandboxID == sb.id {
+			r.removeContainerLocked(c)
+		}
+	}
+	delete(r.sandboxes, sb.id)
+	if sb.ip.IsValid() {
+		delete(r.usedIPs, sb.ip)
+	}
+	r.emit(sb.id, sb, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
+	return nil
+}
+
+// PodSandboxStatus implements RuntimeService.
+func (r *Runtime) PodSandboxStatus(_ context.Context, id string, verbose bool) (*runtimeapi.PodSandboxStatusResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.enter("PodSandboxStatus"); err != nil {
+		return nil, err
+	}
+	sb, _, err := lookup(r.sandboxes, id, "sandbox")
+	if err != nil {
+		return nil, err
+	}
+	resp := &runtimeapi.PodSandboxStatusResponse{
+		Status:             sb.status(),
+		Timestamp:          r.now().UnixNano(),
+		ContainersStatuses: r.containerStatusesLocked(sb.id),
+	}
+	if verbose {
+		info, _ := json.Marshal(map[string]any{"sandboxID": sb.id, "runtimeHandler": sb.handler, "config": sb.config})
+		resp.Info = map[string]string{"info": string(info)}
+	}
+	return resp, nil
+}
+
+func (r *Runtime) containerStatusesLocked(sandboxID string) []*runtimeapi.ContainerStatus {
+	var out []*runtimeapi.ContainerStatus
+	for _, id := range sortedKeys(r.containers) {
+		if c := r.containers[id]; c.sandboxID == sandboxID {
+			out = append(out, c.status())
+		}
+	}
+	return out
+}
+
+// ListPodSandbox implements RuntimeService. Filters match by ID (or a
+// unique prefix of it), state and labels.
+func (r *Runtime) ListPodSandbox(_ context.Context, f *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.enter("ListPodSandbox"); err != nil {
+		return nil, err
+	}
+	var out []*runtimeapi.PodSandbox
+	for _, id := range sortedKeys(r.sandboxes) {
+		sb := r.sandboxes[id]
+		if f != nil {
+			if f.GetId() != "" && !hasPrefix(sb.id, f.GetId()) {
+				continue
+			}
+			if f.GetState() != nil && f.GetState().GetState() != sb.state {
+				continue
+			}
+			if !matchLabels(f.GetLabelSelector(), sb.config.GetLabels()) {
+				continue
+			}
+		}
+		out = append(out, &runtimeapi.PodSandbox{
+			Id:             sb.id,
+			Metadata:       sb.config.GetMetadata(),
+			State:          sb.state,
+			CreatedAt:      sb.createdAt,
+			Labels:         copyMap(sb.config.GetLabels()),
+			Annotations:    copyMap(sb.config.GetAnnotations()),
+			RuntimeHandler: sb.handler,
+		})
+	}
+	return out, nil
+}
+
+// UpdatePodSandboxResources implements RuntimeService; the resources are
+// recorded.
+func (r *Runtime) UpdatePodSandboxResources(_ context.Context, req *runtimeapi.UpdatePodSandboxResourcesRequest) (*runtimeapi.UpdatePodSandboxResourcesResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.enter("UpdatePodSandboxResources"); err != nil {
+		return nil, err
+	}
+	sb, _, err := lookup(r.sandboxes, req.GetPodSandboxId(), "sandbox")
+	if err != nil {
+		return nil, err
+	}
+	sb.resources = req.GetResources()
+	return &runtimeapi.UpdatePodSandboxResourcesResponse{}, nil
+}
+
+// PortForward implements RuntimeService: fakecri serves no streaming
+// endpoints, so it returns Unimplemented.
+func (r *Runtime) PortForward(context.Context, *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
+	return nil, errorf(codes.Unimplemented, "fakecri does not serve streaming requests (port-forward)")
+}
+
+// CheckpointPod implements RuntimeService: Unimplemented.
+func (r *Runtime) CheckpointPod(context.Context, *runtimeapi.CheckpointPodRequest) error {
+	return errorf(codes.Unimplemented, "fakecri does not checkpoint pods")
+}
+
+// RestorePod implements RuntimeService: Unimplemented.
+func (r *Runtime) RestorePod(context.Context, *runtimeapi.RestorePodRequest) (*runtimeapi.RestorePodResponse, error) {
+	return nil, errorf(codes.Unimplemented, "fakecri does not restore pods")
+}
+
+func hasPrefix(id, prefix string) bool { return len(id) >= len(prefix) && id[:len(prefix)] == prefix }

@@ -1,0 +1,91 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Runtime is a pod-level container runtime: it makes the running state of a
+// pod match the pod's spec, kills pods, and reports what it observes.
+//
+// All methods are safe for concurrent use for different pods. Callers
+// serialize calls for the same pod (nodekit's podworkers do). All methods
+// block until the runtime has answered or ctx ends.
+type Runtime interface {
+	// SyncPod moves the pod towards its spec: it creates the sandbox if
+	// there is no ready one, pulls images, and creates and starts the
+	// containers the spec and restart policy call for. status is the most
+	// recent observation of the pod (from GetPodStatus); SyncPod does not
+	// mutate it. The returned result lists every action taken and its
+	// error; Error() on the result joins them. SyncPod does only one round
+	// of actions; the caller calls again after the next observation.
+	SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) *SyncResult
+
+	// KillPod stops every container of the pod and then its sandboxes.
+	// pod may be nil when only the runtime's record (runningPod) is known,
+	// as for orphaned pods. gracePeriodOverride, when not nil, replaces the
+	// grace period that the pod spec gives (in seconds). KillPod returns
+	// once everything has stopped or ctx ends; stopping something that is
+	// already gone is not an error.
+	KillPod(ctx context.Context, pod *v1.Pod, runningPod *Pod, gracePeriodOverride *int64) error
+
+	// GetPodStatus observes one pod in detail. A pod the runtime does not
+	// know yields a PodStatus with no sandboxes and no containers, not an
+	// error. Errors wrap the sentinel errors of this package.
+	GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*PodStatus, error)
+
+	// GetPods lists the pods that the runtime has. With all false only
+	// pods with a running container or a ready sandbox are listed.
+	GetPods(ctx context.Context, all bool) ([]*Pod, error)
+
+	// Status reports the runtime's own health conditions.
+	Status(ctx context.Context) (*Status, error)
+}
+
+// SyncAction names what a SyncPod step did.
+type SyncAction string
+
+// The actions SyncPod reports.
+const (
+	ActionCreateSandbox  SyncAction = "CreatePodSandbox"
+	ActionKillPod        SyncAction = "KillPod"
+	ActionPullImage      SyncAction = "PullImage"
+	ActionStartContainer SyncAction = "StartContainer"
+	ActionKillContainer  SyncAction = "KillContainer"
+)
+
+// SyncStep is one action of a SyncPod call and its outcome.
+type SyncStep struct {
+	Action SyncAction
+	// Target is the container name, or the pod's namespace/name for pod
+	// level actions.
+	Target string
+	// Err is nil on success. Reason is a short CamelCase reason the status
+	// code shows as the container's waiting reason (ErrImagePull,
+	// CreateContainerError, ...); Message is its human-readable text.
+	Err     error
+	Reason  string
+	Message string
+}
+
+// SyncResult lists the steps one SyncPod call took.
+type SyncResult struct {
+	Steps []SyncStep
+}
+
+// Add appends a step.
+func (r *SyncResult) Add(s SyncStep) { r.Steps = append(r.Steps, s) }
+
+// Error joins the errors of all failed steps, or returns nil.
+func (r *SyncResult) Error() error {
+	var errs []error
+	for _, s := range r.Steps {
+		if s.Err != nil {
+			errs = append(errs, s.Err)
+		}
+	}
+	return errors.Join(errs...)
+}
