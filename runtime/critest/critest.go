@@ -396,17 +396,35 @@ func (s *suite) errorCodes(t *testing.T) {
 
 	sb, sbCfg := s.sandbox(t, "errors")
 	spec := s.longRunning("dup", "")
-	s.createContainer(t, sb, sbCfg, spec)
+	dup := s.createContainer(t, sb, sbCfg, spec)
 	_, err := s.cfg.Runtime.CreateContainer(ctx, sb, s.containerConfig(sbCfg, spec), sbCfg)
-	if err == nil {
-		t.Error("CreateContainer with a duplicate name and attempt succeeded")
-	}
+	expect("CreateContainer with a duplicate name and attempt", err, codes.Unknown)
 	_, err = s.cfg.Runtime.RunPodSandbox(ctx, sbCfg, "")
-	if err == nil {
-		t.Error("RunPodSandbox with a duplicate name and attempt succeeded")
-	}
+	expect("RunPodSandbox with a duplicate name and attempt", err, codes.Unknown)
+	_, err = s.cfg.Runtime.RunPodSandbox(ctx, &runtimeapi.PodSandboxConfig{}, "")
+	expect("RunPodSandbox without metadata", err, codes.Unknown)
+	_, err = s.cfg.Runtime.CreateContainer(ctx, sb, &runtimeapi.ContainerConfig{Image: &runtimeapi.ImageSpec{Image: s.cfg.Image}}, sbCfg)
+	expect("CreateContainer without metadata", err, codes.Unknown)
+	absent := s.longRunning("absent-image", "")
+	absentCfg := s.containerConfig(sbCfg, absent)
+	absentCfg.Image = &runtimeapi.ImageSpec{Image: "nodekit.invalid/critest/absent:" + randomSuffix()}
+	_, err = s.cfg.Runtime.CreateContainer(ctx, sb, absentCfg, sbCfg)
+	expect("CreateContainer with an image that is not present", err, codes.NotFound)
 	_, err = s.cfg.Runtime.CreateContainer(ctx, missing, s.containerConfig(sbCfg, spec), sbCfg)
 	expect("CreateContainer in an unknown sandbox", err, codes.NotFound)
+	_, _, err = s.cfg.Runtime.ExecSync(ctx, dup, []string{"true"}, 5*time.Second)
+	expect("ExecSync in a container that is not running", err, codes.Unknown)
+
+	done := s.startContainer(t, sb, sbCfg, containerSpec{name: "done", shell: "exit 0", env: map[string]string{"FAKECRI_EXIT_CODE": "0"}})
+	s.waitExited(t, done)
+	expect("StartContainer of an exited container", s.cfg.Runtime.StartContainer(ctx, done), codes.Unknown)
+	expect("ReopenContainerLog of an exited container", s.cfg.Runtime.ReopenContainerLog(ctx, done), codes.Unknown)
+
+	if err := s.cfg.Runtime.StopPodSandbox(ctx, sb); err != nil {
+		t.Fatalf("StopPodSandbox: %v", err)
+	}
+	_, err = s.cfg.Runtime.CreateContainer(ctx, sb, s.containerConfig(sbCfg, s.longRunning("late", "")), sbCfg)
+	expect("CreateContainer in a stopped sandbox", err, codes.NotFound)
 }
 
 func second[T any](_ T, err error) error { return err }

@@ -26,5 +26,9 @@
 // exit codes; StopContainer is idempotent and honours the timeout;
 // removing a sandbox removes its containers; stats list running
 // containers; images report their status; and the gRPC codes a runtime
-// returns for unknown IDs, missing metadata and duplicate names.
+// returns for unknown IDs, missing metadata, duplicate names and calls on
+// containers in the wrong state. The expected codes are the ones
+// containerd 1.6 returns, measured against it: Unknown for most state and
+// naming errors, NotFound for unknown IDs, absent images and stopped
+// sandboxes, success for removing what is already gone.
 package critest

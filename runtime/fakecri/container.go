@@ -104,23 +104,24 @@ func (r *Runtime) CreateContainer(_ context.Context, sandboxID string, config *r
 		return "", err
 	}
 	m := config.GetMetadata()
-	if m == nil || m.GetName() == "" {
-		return "", errorf(codes.InvalidArgument, "container config must include metadata with a name")
+	if m == nil {
+		return "", errorf(codes.Unknown, "container config must include metadata")
 	}
 	if config.GetImage().GetImage() == "" {
-		return "", errorf(codes.InvalidArgument, "container %q: image must not be empty", m.GetName())
+		return "", errorf(codes.Unknown, "failed to resolve image \"\": ambiguous digest string")
 	}
 	if sb.state != runtimeapi.PodSandboxState_SANDBOX_READY {
-		return "", errorf(codes.FailedPrecondition, "sandbox %q is not ready: cannot create container %q", sb.id, m.GetName())
+		return "", errorf(codes.NotFound, "failed to get sandbox container task: no running task found: task %s not found: not found", sb.id)
 	}
 	img := r.resolveImageLocked(config.GetImage().GetImage())
 	if img == nil {
 		return "", errorf(codes.NotFound, "failed to get image %q: not found", config.GetImage().GetImage())
 	}
-	name := fmt.Sprintf("%s_%s_%d", m.GetName(), sb.name(), m.GetAttempt())
+	sm := sb.config.GetMetadata()
+	name := fmt.Sprintf("%s_%s_%s_%s_%d", m.GetName(), sm.GetName(), sm.GetNamespace(), sm.GetUid(), m.GetAttempt())
 	for _, o := range r.containers {
 		if o.sandboxID == sb.id && o.name() == m.GetName() && o.config.GetMetadata().GetAttempt() == m.GetAttempt() {
-			return "", errorf(codes.AlreadyExists, "failed to reserve container name %q: name %q is reserved for %q", name, name, o.id)
+			return "", errorf(codes.Unknown, "failed to reserve container name %q: name %q is reserved for %q", name, name, o.id)
 		}
 	}
 	b, err := BehaviorFromEnv(config.GetEnvs())
@@ -163,11 +164,11 @@ func (r *Runtime) StartContainer(_ context.Context, id string) error {
 		return err
 	}
 	if c.state != runtimeapi.ContainerState_CONTAINER_CREATED {
-		return errorf(codes.FailedPrecondition, "container %q is in %s state", c.id, c.state)
+		return errorf(codes.Unknown, "failed to set starting state for container %q: container is in %s state", c.id, c.state)
 	}
 	sb := r.sandboxes[c.sandboxID]
 	if sb == nil || sb.state != runtimeapi.PodSandboxState_SANDBOX_READY {
-		return errorf(codes.FailedPrecondition, "sandbox container %q is not running", c.sandboxID)
+		return errorf(codes.NotFound, "sandbox container %q is not running: not found", c.sandboxID)
 	}
 	now := r.now()
 	if c.behavior.StartError != "" {
@@ -403,7 +404,7 @@ func (r *Runtime) ReopenContainerLog(_ context.Context, id string) error {
 		return err
 	}
 	if c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
-		return errorf(codes.FailedPrecondition, "container %q is not running", c.id)
+		return errorf(codes.Unknown, "container is not running")
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ func (r *Runtime) ExecSync(ctx context.Context, id string, cmd []string, timeout
 	}
 	if c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		r.mu.Unlock()
-		return nil, nil, errorf(codes.FailedPrecondition, "container %q is in %s state, not running", c.id, c.state)
+		return nil, nil, errorf(codes.Unknown, "failed to exec in container: container is in %s state", c.state)
 	}
 	res := c.behavior.exec(cmd, c.config.GetEnvs())
 	r.mu.Unlock()

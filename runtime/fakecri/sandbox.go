@@ -59,13 +59,7 @@ func (r *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandbox
 	}
 	m := config.GetMetadata()
 	if m == nil {
-		return "", errorf(codes.InvalidArgument, "sandbox config must include metadata")
-	}
-	if m.GetName() == "" || m.GetNamespace() == "" || m.GetUid() == "" {
-		return "", errorf(codes.InvalidArgument, "sandbox metadata must include name, namespace and uid, got %q/%q uid %q", m.GetNamespace(), m.GetName(), m.GetUid())
-	}
-	if handler != "" {
-		return "", errorf(codes.NotFound, "no runtime for %q is configured", handler)
+		return "", errorf(codes.Unknown, "sandbox config must include metadata")
 	}
 	sb := &sandbox{
 		id:        newID(),
@@ -77,8 +71,11 @@ func (r *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandbox
 	name := sb.name()
 	for _, o := range r.sandboxes {
 		if o.name() == name {
-			return "", errorf(codes.AlreadyExists, "failed to reserve sandbox name %q: name %q is reserved for %q", name, name, o.id)
+			return "", errorf(codes.Unknown, "failed to reserve sandbox name %q: name %q is reserved for %q", name, name, o.id)
 		}
+	}
+	if handler != "" {
+		return "", errorf(codes.Unknown, "failed to get sandbox runtime: no runtime for %q is configured", handler)
 	}
 	if !sb.hostNetwork() {
 		ip, err := r.allocateIP()

@@ -1,0 +1,39 @@
+package e2e_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/nodekit/nodekit/runtime/cri"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// env returns the variable or skips the test when it is unset.
+func env(t *testing.T, key string) string {
+	t.Helper()
+	v := os.Getenv(key)
+	if v == "" {
+		t.Skipf("%s is not set: run the end-to-end tests with make e2e", key)
+	}
+	return v
+}
+
+// dialContainerd connects to the containerd that hack/e2e/up.sh started.
+func dialContainerd(t *testing.T) (*cri.Client, string) {
+	t.Helper()
+	endpoint := env(t, "NODEKIT_E2E_ENDPOINT")
+	image := env(t, "NODEKIT_E2E_IMAGE")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := cri.Dial(ctx, endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c, image
+}
