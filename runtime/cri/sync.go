@@ -39,10 +39,14 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 	log := r.log.WithValues("pod", podRef(pod), "podUID", pod.UID)
 
 	if a.KillPod {
-		running := runningPodFromStatus(status, a.CreateSandbox)
-		err := r.killPod(ctx, pod, running, nil)
-		res.Add(step(runtime.ActionKillPod, podRef(pod), err, ReasonKillPodError))
-		if err != nil || !a.CreateSandbox {
+		if running := runningPodFromStatus(status, a.CreateSandbox); len(running.Containers)+len(running.Sandboxes) > 0 {
+			err := r.killPod(ctx, pod, running, nil)
+			res.Add(step(runtime.ActionKillPod, podRef(pod), err, ReasonKillPodError))
+			if err != nil {
+				return res
+			}
+		}
+		if !a.CreateSandbox {
 			return res
 		}
 	} else {

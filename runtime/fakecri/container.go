@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 )
@@ -191,12 +192,14 @@ func (r *Runtime) StartContainer(_ context.Context, id string) error {
 		if b.ExitAfter <= 0 {
 			r.exitLocked(c, b.ExitCode, b.ExitReason)
 		} else {
+			exitAt := now.Add(b.ExitAfter)
 			c.timer = r.clock.AfterFunc(b.ExitAfter, func() {
 				r.mu.Lock()
 				defer r.mu.Unlock()
-				if c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
-					r.exitLocked(c, b.ExitCode, b.ExitReason)
-				}
+				r.firing = exitAt
+				defer func() { r.firing = time.Time{} }()
+				c.timer = nil // it has fired; stopping it would take the clock's lock
+				r.exitLocked(c, b.ExitCode, b.ExitReason)
 			})
 		}
 	}
@@ -280,7 +283,7 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, timeout int64) e
 		r.exit(c, exitCodeSIGKILL)
 		return nil
 	case <-ctx.Done():
-		return errorf(codes.DeadlineExceeded, "stopping container %q: %v", c.id, ctx.Err())
+		return status.FromContextError(ctx.Err()).Err()
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	utilexec "k8s.io/utils/exec"
 )
@@ -44,7 +45,7 @@ func (r *Runtime) ExecSync(ctx context.Context, id string, cmd []string, timeout
 		select {
 		case <-t.C():
 		case <-ctx.Done():
-			return nil, nil, errorf(codes.DeadlineExceeded, "exec %q in %q: %v", strings.Join(cmd, " "), id, ctx.Err())
+			return nil, nil, status.FromContextError(ctx.Err()).Err()
 		}
 		if timeout > 0 && time.Duration(res.Delay) > timeout {
 			return nil, nil, errorf(codes.DeadlineExceeded, "timeout %s exceeded: context deadline exceeded", timeout)

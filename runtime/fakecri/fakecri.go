@@ -59,6 +59,7 @@ type Runtime struct {
 	calls      []string
 	runtimeCfg *runtimeapi.RuntimeConfig
 	scripts    []script
+	firing     time.Time // set while a timer callback runs
 }
 
 var (
@@ -292,4 +293,12 @@ func sortedKeys[T any](m map[string]T) []string {
 	return keys
 }
 
-func (r *Runtime) now() time.Time { return r.clock.Now() }
+// now returns the current time. The caller holds r.mu. Inside a timer
+// callback the time is the timer's own firing time: a fake clock runs
+// AfterFunc callbacks while holding its lock, so they must not read it.
+func (r *Runtime) now() time.Time {
+	if !r.firing.IsZero() {
+		return r.firing
+	}
+	return r.clock.Now()
+}
