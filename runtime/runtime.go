@@ -52,7 +52,6 @@ type SyncAction string
 const (
 	ActionCreateSandbox  SyncAction = "CreatePodSandbox"
 	ActionKillPod        SyncAction = "KillPod"
-	ActionPullImage      SyncAction = "PullImage"
 	ActionStartContainer SyncAction = "StartContainer"
 	ActionKillContainer  SyncAction = "KillContainer"
 )

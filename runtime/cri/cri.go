@@ -154,7 +154,13 @@ func (r *Runtime) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 	if err != nil {
 		return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, wrap("ListPodSandbox", "", err))
 	}
-	sort.Slice(sandboxes, func(i, j int) bool { return sandboxes[i].GetCreatedAt() > sandboxes[j].GetCreatedAt() })
+	sort.SliceStable(sandboxes, func(i, j int) bool {
+		a, b := sandboxes[i], sandboxes[j]
+		if a.GetCreatedAt() != b.GetCreatedAt() {
+			return a.GetCreatedAt() > b.GetCreatedAt()
+		}
+		return a.GetMetadata().GetAttempt() > b.GetMetadata().GetAttempt()
+	})
 	for i, s := range sandboxes {
 		resp, err := r.rs.PodSandboxStatus(ctx, s.GetId(), false)
 		if isNotFound(err) {
@@ -190,8 +196,14 @@ func (r *Runtime) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 		}
 		ps.ContainerStatuses = append(ps.ContainerStatuses, st)
 	}
+	// Newest first; instances created in the same instant are ordered by
+	// the restart count recorded on them.
 	sort.SliceStable(ps.ContainerStatuses, func(i, j int) bool {
-		return ps.ContainerStatuses[i].CreatedAt.After(ps.ContainerStatuses[j].CreatedAt)
+		a, b := ps.ContainerStatuses[i], ps.ContainerStatuses[j]
+		if !a.CreatedAt.Equal(b.CreatedAt) {
+			return a.CreatedAt.After(b.CreatedAt)
+		}
+		return a.RestartCount > b.RestartCount
 	})
 	return ps, nil
 }

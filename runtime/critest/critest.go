@@ -50,18 +50,41 @@ func Run(t *testing.T, cfg Config) {
 		cfg.Poll = 100 * time.Millisecond
 	}
 	s := &suite{cfg: cfg}
-	t.Run("Version", s.version)
-	t.Run("Status", s.status)
-	t.Run("Image", s.image)
-	t.Run("SandboxLifecycle", s.sandboxLifecycle)
-	t.Run("ContainerExitCodeAndReason", s.containerExit)
-	t.Run("ContainerLogs", s.containerLogs)
-	t.Run("ExecSync", s.execSync)
-	t.Run("StopContainerIsIdempotent", s.stopIdempotent)
-	t.Run("StopContainerKillsAfterTimeout", s.stopKillsAfterTimeout)
-	t.Run("RemoveSandboxRemovesContainers", s.removeSandbox)
-	t.Run("ContainerStats", s.stats)
-	t.Run("ErrorCodes", s.errorCodes)
+	for _, c := range s.checks() {
+		t.Run(c.name, c.run)
+	}
+}
+
+type check struct {
+	name string
+	run  func(*testing.T)
+}
+
+func (s *suite) checks() []check {
+	return []check{
+		{"Version", s.version},
+		{"Status", s.status},
+		{"Image", s.image},
+		{"SandboxLifecycle", s.sandboxLifecycle},
+		{"ContainerExitCodeAndReason", s.containerExit},
+		{"ContainerLogs", s.containerLogs},
+		{"ExecSync", s.execSync},
+		{"StopContainerIsIdempotent", s.stopIdempotent},
+		{"StopContainerKillsAfterTimeout", s.stopKillsAfterTimeout},
+		{"RemoveSandboxRemovesContainers", s.removeSandbox},
+		{"ContainerStats", s.stats},
+		{"ErrorCodes", s.errorCodes},
+	}
+}
+
+// Checks returns the names of the suite's checks, in the order Run runs
+// them; each is a subtest name, for go test -run.
+func Checks() []string {
+	var names []string
+	for _, c := range (&suite{}).checks() {
+		names = append(names, c.name)
+	}
+	return names
 }
 
 type suite struct {

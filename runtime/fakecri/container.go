@@ -140,7 +140,7 @@ func (r *Runtime) CreateContainer(_ context.Context, sandboxID string, config *r
 		config:    config,
 		image:     img,
 		state:     runtimeapi.ContainerState_CONTAINER_CREATED,
-		createdAt: r.now().UnixNano(),
+		createdAt: r.createStamp(),
 		behavior:  b,
 		resources: &runtimeapi.ContainerResources{Linux: config.GetLinux().GetResources()},
 		exited:    make(chan struct{}),
@@ -172,6 +172,9 @@ func (r *Runtime) StartContainer(_ context.Context, id string) error {
 		return errorf(codes.NotFound, "sandbox container %q is not running: not found", c.sandboxID)
 	}
 	now := r.now()
+	if now.UnixNano() < c.createdAt {
+		now = time.Unix(0, c.createdAt)
+	}
 	if c.behavior.StartError != "" {
 		c.state = runtimeapi.ContainerState_CONTAINER_EXITED
 		c.finishedAt = now.UnixNano()

@@ -60,6 +60,7 @@ type Runtime struct {
 	runtimeCfg *runtimeapi.RuntimeConfig
 	scripts    []script
 	firing     time.Time // set while a timer callback runs
+	lastStamp  int64     // the latest creation stamp handed out
 }
 
 var (
@@ -296,6 +297,18 @@ func sortedKeys[T any](m map[string]T) []string {
 // now returns the current time. The caller holds r.mu. Inside a timer
 // callback the time is the timer's own firing time: a fake clock runs
 // AfterFunc callbacks while holding its lock, so they must not read it.
+// createStamp returns a creation time in nanoseconds that is later than
+// every earlier one, as a real runtime's are, even when a fake clock has
+// not moved. The caller holds r.mu.
+func (r *Runtime) createStamp() int64 {
+	n := r.now().UnixNano()
+	if n <= r.lastStamp {
+		n = r.lastStamp + 1
+	}
+	r.lastStamp = n
+	return n
+}
+
 func (r *Runtime) now() time.Time {
 	if !r.firing.IsZero() {
 		return r.firing

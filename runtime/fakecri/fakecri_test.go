@@ -129,11 +129,12 @@ func TestExitAfterDuration(t *testing.T) {
 	if st.GetState() != runtimeapi.ContainerState_CONTAINER_EXITED || st.GetExitCode() != 3 || st.GetReason() != "Error" {
 		t.Fatalf("after 5s: state %v code %d reason %q, want exited 3 Error", st.GetState(), st.GetExitCode(), st.GetReason())
 	}
-	if got, want := time.Unix(0, st.GetFinishedAt()), epoch.Add(5*time.Second); !got.Equal(want) {
-		t.Errorf("finishedAt %v, want %v", got, want)
+	started := time.Unix(0, st.GetStartedAt())
+	if started.Before(epoch) || started.Before(time.Unix(0, st.GetCreatedAt())) {
+		t.Errorf("startedAt %v is before the clock's start %v or the creation", started, epoch)
 	}
-	if got := time.Unix(0, st.GetStartedAt()); !got.Equal(epoch) {
-		t.Errorf("startedAt %v, want %v", got, epoch)
+	if got, want := time.Unix(0, st.GetFinishedAt()), started.Add(5*time.Second); !got.Equal(want) {
+		t.Errorf("finishedAt %v, want startedAt+5s = %v", got, want)
 	}
 }
 
@@ -316,7 +317,7 @@ func TestLogsAndTerminationMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stamp := epoch.Format(time.RFC3339Nano)
+	stamp := time.Unix(0, e.status(id).GetStartedAt()).UTC().Format(time.RFC3339Nano)
 	want := stamp + " stdout F one\n" + stamp + " stdout F two\n"
 	if diff := cmp.Diff(want, string(data)); diff != "" {
 		t.Errorf("log (-want +got):\n%s", diff)
@@ -498,8 +499,9 @@ func TestStats(t *testing.T) {
 	if st.GetMemory().GetWorkingSetBytes().GetValue() != 1000 || st.GetCpu().GetUsageNanoCores().GetValue() != 5e8 {
 		t.Errorf("stats %v, want 1000 bytes and half a core", st)
 	}
-	if got := st.GetCpu().GetUsageCoreNanoSeconds().GetValue(); got != 5e9 {
-		t.Errorf("CPU time after 10s at half a core: %d ns, want 5e9", got)
+	elapsed := epoch.Add(10*time.Second).UnixNano() - e.status(a).GetStartedAt()
+	if got, want := st.GetCpu().GetUsageCoreNanoSeconds().GetValue(), uint64(elapsed/2); got != want {
+		t.Errorf("CPU time after %v at half a core: %d ns, want %d", time.Duration(elapsed), got, want)
 	}
 	pod, err := e.rt.PodSandboxStats(e.ctx, sb)
 	if err != nil {

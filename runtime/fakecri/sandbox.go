@@ -66,7 +66,7 @@ func (r *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandbox
 		config:    config,
 		handler:   handler,
 		state:     runtimeapi.PodSandboxState_SANDBOX_READY,
-		createdAt: r.now().UnixNano(),
+		createdAt: r.createStamp(),
 	}
 	name := sb.name()
 	for _, o := range r.sandboxes {

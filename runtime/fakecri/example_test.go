@@ -1,0 +1,68 @@
+package fakecri_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/fakecri"
+)
+
+// A container scripted through its environment: it exits with code 3 as
+// soon as it starts, and reports it the way containerd does.
+func Example() {
+	ctx := context.Background()
+	rt, _ := fakecri.New(fakecri.Config{Images: []string{"busybox:1.36"}})
+	sandboxConfig := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "demo", Namespace: "default", Uid: "uid-1"}}
+	sb, _ := rt.RunPodSandbox(ctx, sandboxConfig, "")
+	id, _ := rt.CreateContainer(ctx, sb, &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "crasher"},
+		Image:    &runtimeapi.ImageSpec{Image: "busybox:1.36"},
+		Envs:     []*runtimeapi.KeyValue{{Key: fakecri.EnvExitCode, Value: []byte("3")}},
+	}, sandboxConfig)
+	_ = rt.StartContainer(ctx, id)
+	resp, _ := rt.ContainerStatus(ctx, id, false)
+	st := resp.GetStatus()
+	fmt.Println(st.GetState(), st.GetExitCode(), st.GetReason())
+
+	sandbox, _ := rt.PodSandboxStatus(ctx, sb, false)
+	fmt.Println(sandbox.GetStatus().GetNetwork().GetIp())
+	// Output:
+	// CONTAINER_EXITED 3 Error
+	// 127.88.0.1
+}
+
+// Serving the runtime over gRPC, and dialling it as any CRI runtime.
+func ExampleServer() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir, _ := os.MkdirTemp("", "fakecri-example-")
+	defer os.RemoveAll(dir)
+	endpoint := "unix://" + filepath.Join(dir, "cri.sock")
+
+	rt, _ := fakecri.New(fakecri.Config{})
+	lis, err := fakecri.ListenUnix(endpoint)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	served := make(chan error, 1)
+	go func() { served <- fakecri.NewServer(rt, rt).Serve(ctx, lis) }()
+
+	client, err := cri.Dial(ctx, endpoint)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(client.RuntimeName(), client.RuntimeVersion())
+	_ = client.Close(ctx)
+	cancel()
+	fmt.Println(<-served)
+	// Output:
+	// fakecri 0.1.0
+	// <nil>
+}
