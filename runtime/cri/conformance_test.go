@@ -12,7 +12,7 @@ import (
 
 // serveFake serves a fresh fakecri on a unix socket in a temporary
 // directory and returns a client dialled to it.
-func serveFake(t *testing.T, cfg fakecri.Config) (*fakecri.Runtime, *cri.Client) {
+func serveFake(t testing.TB, cfg fakecri.Config) (*fakecri.Runtime, *cri.Client) {
 	t.Helper()
 	rt, err := fakecri.New(cfg)
 	if err != nil {

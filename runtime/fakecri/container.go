@@ -33,8 +33,11 @@ type container struct {
 	exited chan struct{}
 }
 
-func (c *container) name() string {
-	return c.config.GetMetadata().GetName()
+// containerName is the name containerd reserves for a container:
+// <container>_<pod>_<namespace>_<uid>_<attempt>.
+func containerName(sb *sandbox, m *runtimeapi.ContainerMetadata) string {
+	sm := sb.config.GetMetadata()
+	return fmt.Sprintf("%s_%s_%s_%s_%d", m.GetName(), sm.GetName(), sm.GetNamespace(), sm.GetUid(), m.GetAttempt())
 }
 
 func (c *container) status() *runtimeapi.ContainerStatus {
@@ -118,12 +121,9 @@ func (r *Runtime) CreateContainer(_ context.Context, sandboxID string, config *r
 	if img == nil {
 		return "", errorf(codes.NotFound, "failed to get image %q: not found", config.GetImage().GetImage())
 	}
-	sm := sb.config.GetMetadata()
-	name := fmt.Sprintf("%s_%s_%s_%s_%d", m.GetName(), sm.GetName(), sm.GetNamespace(), sm.GetUid(), m.GetAttempt())
-	for _, o := range r.containers {
-		if o.sandboxID == sb.id && o.name() == m.GetName() && o.config.GetMetadata().GetAttempt() == m.GetAttempt() {
-			return "", errorf(codes.Unknown, "failed to reserve container name %q: name %q is reserved for %q", name, name, o.id)
-		}
+	name := containerName(sb, m)
+	if owner, taken := r.names[name]; taken {
+		return "", errorf(codes.Unknown, "failed to reserve container name %q: name %q is reserved for %q", name, name, owner)
 	}
 	b, err := BehaviorFromEnv(config.GetEnvs())
 	if err != nil {
@@ -149,6 +149,8 @@ func (r *Runtime) CreateContainer(_ context.Context, sandboxID string, config *r
 		c.logPath = filepath.Join(dir, config.GetLogPath())
 	}
 	r.containers[c.id] = c
+	sb.containers[c.id] = c
+	r.names[name] = c.id
 	r.emit(c.id, sb, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
 	return c.id, nil
 }
@@ -318,6 +320,10 @@ func (r *Runtime) RemoveContainer(_ context.Context, id string) error {
 func (r *Runtime) removeContainerLocked(c *container) {
 	r.exitLocked(c, exitCodeSIGKILL, "")
 	delete(r.containers, c.id)
+	if sb := r.sandboxes[c.sandboxID]; sb != nil {
+		delete(sb.containers, c.id)
+		delete(r.names, containerName(sb, c.config.GetMetadata()))
+	}
 	r.emit(c.id, r.sandboxes[c.sandboxID], runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
 }
 

@@ -50,6 +50,9 @@ type Runtime struct {
 	mu         sync.Mutex
 	sandboxes  map[string]*sandbox
 	containers map[string]*container
+	// names reserves sandbox and container names (as containerd's name
+	// index does) until the object is removed: name → ID.
+	names map[string]string
 	images     map[string]*image // by ID
 	pulls      map[string]PullBehavior
 	usedIPs    map[netip.Addr]bool
@@ -80,6 +83,7 @@ func New(cfg Config) (*Runtime, error) {
 		events:     newBroadcaster(),
 		sandboxes:  map[string]*sandbox{},
 		containers: map[string]*container{},
+		names:      map[string]string{},
 		images:     map[string]*image{},
 		pulls:      map[string]PullBehavior{},
 		usedIPs:    map[netip.Addr]bool{},

@@ -18,6 +18,8 @@ type sandbox struct {
 	createdAt int64
 	ip        netip.Addr // invalid on the host network
 	resources *runtimeapi.LinuxContainerResources
+	// containers of this sandbox, by ID.
+	containers map[string]*container
 }
 
 func (s *sandbox) name() string {
@@ -66,13 +68,12 @@ func (r *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandbox
 		config:    config,
 		handler:   handler,
 		state:     runtimeapi.PodSandboxState_SANDBOX_READY,
-		createdAt: r.createStamp(),
+		createdAt:  r.createStamp(),
+		containers: map[string]*container{},
 	}
 	name := sb.name()
-	for _, o := range r.sandboxes {
-		if o.name() == name {
-			return "", errorf(codes.Unknown, "failed to reserve sandbox name %q: name %q is reserved for %q", name, name, o.id)
-		}
+	if owner, taken := r.names[name]; taken {
+		return "", errorf(codes.Unknown, "failed to reserve sandbox name %q: name %q is reserved for %q", name, name, owner)
 	}
 	if handler != "" {
 		return "", errorf(codes.Unknown, "failed to get sandbox runtime: no runtime for %q is configured", handler)
@@ -85,6 +86,7 @@ func (r *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandbox
 		sb.ip = ip
 	}
 	r.sandboxes[sb.id] = sb
+	r.names[name] = sb.id
 	r.emit(sb.id, sb, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
 	r.emit(sb.id, sb, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
 	return sb.id, nil
@@ -126,10 +128,8 @@ func (r *Runtime) StopPodSandbox(_ context.Context, id string) error {
 }
 
 func (r *Runtime) stopSandboxLocked(sb *sandbox) {
-	for _, c := range r.containers {
-		if c.sandboxID == sb.id && c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
-			r.exitLocked(c, exitCodeSIGKILL, "")
-		}
+	for _, c := range r.sandboxContainersLocked(sb.id) {
+		r.exitLocked(c, exitCodeSIGKILL, "")
 	}
 	if sb.state == runtimeapi.PodSandboxState_SANDBOX_READY {
 		sb.state = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
@@ -154,12 +154,11 @@ func (r *Runtime) RemovePodSandbox(_ context.Context, id string) error {
 		return err
 	}
 	r.stopSandboxLocked(sb)
-	for _, cid := range sortedKeys(r.containers) {
-		if c := r.containers[cid]; c.sandboxID == sb.id {
-			r.removeContainerLocked(c)
-		}
+	for _, c := range r.sandboxContainersLocked(sb.id) {
+		r.removeContainerLocked(c)
 	}
 	delete(r.sandboxes, sb.id)
+	delete(r.names, sb.name())
 	if sb.ip.IsValid() {
 		delete(r.usedIPs, sb.ip)
 	}
@@ -192,10 +191,21 @@ func (r *Runtime) PodSandboxStatus(_ context.Context, id string, verbose bool) (
 
 func (r *Runtime) containerStatusesLocked(sandboxID string) []*runtimeapi.ContainerStatus {
 	var out []*runtimeapi.ContainerStatus
-	for _, id := range sortedKeys(r.containers) {
-		if c := r.containers[id]; c.sandboxID == sandboxID {
-			out = append(out, c.status())
-		}
+	for _, c := range r.sandboxContainersLocked(sandboxID) {
+		out = append(out, c.status())
+	}
+	return out
+}
+
+// sandboxContainersLocked returns the sandbox's containers in ID order.
+func (r *Runtime) sandboxContainersLocked(sandboxID string) []*container {
+	sb := r.sandboxes[sandboxID]
+	if sb == nil {
+		return nil
+	}
+	out := make([]*container, 0, len(sb.containers))
+	for _, id := range sortedKeys(sb.containers) {
+		out = append(out, sb.containers[id])
 	}
 	return out
 }

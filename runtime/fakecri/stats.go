@@ -95,11 +95,7 @@ func (r *Runtime) sandboxStats(sb *sandbox) *runtimeapi.PodSandboxStats {
 		Memory:  &runtimeapi.MemoryUsage{Timestamp: now, WorkingSetBytes: &runtimeapi.UInt64Value{}, UsageBytes: &runtimeapi.UInt64Value{}, RssBytes: &runtimeapi.UInt64Value{}},
 		Process: &runtimeapi.ProcessUsage{Timestamp: now, ProcessCount: &runtimeapi.UInt64Value{}},
 	}
-	for _, id := range sortedKeys(r.containers) {
-		c := r.containers[id]
-		if c.sandboxID != sb.id {
-			continue
-		}
+	for _, c := range r.sandboxContainersLocked(sb.id) {
 		cs := r.containerStats(c)
 		linux.Containers = append(linux.Containers, cs)
 		linux.Cpu.UsageCoreNanoSeconds.Value += cs.Cpu.UsageCoreNanoSeconds.Value
