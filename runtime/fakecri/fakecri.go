@@ -52,7 +52,7 @@ type Runtime struct {
 	containers map[string]*container
 	// names reserves sandbox and container names (as containerd's name
 	// index does) until the object is removed: name → ID.
-	names map[string]string
+	names      map[string]string
 	images     map[string]*image // by ID
 	pulls      map[string]PullBehavior
 	usedIPs    map[netip.Addr]bool

@@ -64,10 +64,10 @@ func (r *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandbox
 		return "", errorf(codes.Unknown, "sandbox config must include metadata")
 	}
 	sb := &sandbox{
-		id:        newID(),
-		config:    config,
-		handler:   handler,
-		state:     runtimeapi.PodSandboxState_SANDBOX_READY,
+		id:         newID(),
+		config:     config,
+		handler:    handler,
+		state:      runtimeapi.PodSandboxState_SANDBOX_READY,
 		createdAt:  r.createStamp(),
 		containers: map[string]*container{},
 	}
