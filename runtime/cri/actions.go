@@ -6,6 +6,24 @@ import (
 	"github.com/nodekit/nodekit/runtime"
 )
 
+// ProbeResult is the latest outcome of a container's probe.
+type ProbeResult int8
+
+// Probe outcomes. ProbeUnknown is what a probe reports before it has run.
+const (
+	ProbeUnknown ProbeResult = iota
+	ProbeSuccess
+	ProbeFailure
+)
+
+// ProbeResults tells the runtime what liveness and startup probes last
+// said about running containers; nodekit's probes package implements it.
+// Methods must be cheap and safe for concurrent use.
+type ProbeResults interface {
+	Liveness(id runtime.ContainerID) ProbeResult
+	Startup(id runtime.ContainerID) ProbeResult
+}
+
 // PodActions is what one SyncPod round must do for a pod, as decided by
 // ComputePodActions.
 type PodActions struct {
@@ -16,14 +34,15 @@ type PodActions struct {
 	CreateSandbox bool
 	SandboxID     string
 	Attempt       uint32
-	// NextInitContainer is the index in Spec.InitContainers of the init
-	// container to start now, or -1. While init containers run, no
-	// regular container starts.
-	NextInitContainer int
+	// InitContainersToStart are indices in Spec.InitContainers, in order:
+	// restartable init containers (sidecars) to (re)start and at most one
+	// regular init container, always last.
+	InitContainersToStart []int
 	// ContainersToStart are indices in Spec.Containers.
 	ContainersToStart []int
-	// ContainersToKill are running containers to stop before anything
-	// starts, with the reason.
+	// EphemeralContainersToStart are indices in Spec.EphemeralContainers.
+	EphemeralContainersToStart []int
+	// ContainersToKill are containers to stop before anything starts.
 	ContainersToKill []ContainerToKill
 }
 
@@ -34,37 +53,52 @@ type ContainerToKill struct {
 	Message string
 }
 
-// ComputePodActions decides, from a pod's spec and the runtime's latest
-// observation of it, what SyncPod does next. It is a pure function: no
-// I/O, no clock, and it does not mutate its arguments.
+// IsRestartableInit reports whether an init container is a sidecar: an
+// init container with restartPolicy Always.
+func IsRestartableInit(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+// ComputePodActions decides, from a pod's spec, the runtime's latest
+// observation of it and the probes' latest results (nil when there are
+// no probes), what SyncPod does next. It is a pure function: no I/O, no
+// clock, and it does not mutate its arguments. Restart back-off is not
+// decided here; SyncPod applies it when it starts what this returns.
 //
 // The rules follow the kubelet:
 //   - A pod needs a new sandbox when it has none, when the newest is not
 //     ready, when several are ready, when the newest has no IP and the pod
 //     is not on the host network, or when the host-network setting
 //     changed. A new sandbox kills everything of the pod first and starts
-//     all containers afresh (under OnFailure, not those that succeeded).
-//     A pod with restartPolicy Never whose containers have already run
-//     gets no new sandbox: it is done.
-//   - Init containers run one at a time, in order; regular containers
-//     start only once the last init container exited 0. A failed init
-//     container is restarted unless the restart policy is Never, in which
-//     case the pod is killed (it has failed).
+//     afresh: the first init container, or else all containers (under
+//     OnFailure, not those that succeeded). A pod with restartPolicy Never
+//     whose containers have already run gets no new sandbox: it is done.
+//   - Init containers run in order. A regular init container must exit 0
+//     before the next one starts; a restartable init container (sidecar)
+//     must be running, and past its startup probe if it has one. Regular
+//     containers start once all init containers are through. A failed
+//     regular init container is restarted unless the restart policy is
+//     Never, in which case the pod is killed (it has failed).
+//   - Sidecars are restarted whenever they stop, whatever the pod's
+//     restart policy, until the pod is done.
 //   - A regular container is (re)started when it has never run, is in the
 //     created or unknown state, or has exited and the restart policy
-//     (Always; OnFailure with a non-zero exit code) says so. A running
-//     container whose spec hash changed is killed and restarted; one in
-//     the unknown state is killed before it is replaced.
-//   - When no container runs and none is to start, the pod is killed
-//     (its sandbox stopped).
-func ComputePodActions(pod *v1.Pod, status *runtime.PodStatus) PodActions {
+//     (Always; OnFailure with a non-zero exit code) says so.
+//   - A running container (sidecar or regular) whose spec hash changed is
+//     killed and restarted whatever the policy; one whose liveness or
+//     startup probe failed is killed and restarted unless the policy is
+//     Never; one in the unknown state is killed before it is replaced.
+//   - Ephemeral containers start once, when they appear in the spec, and
+//     are never restarted.
+//   - When no regular container runs and none is to start, the pod is
+//     killed: sidecars do not keep a finished pod alive.
+func ComputePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults) PodActions {
 	create, attempt, sandboxID := sandboxChanged(pod, status)
 	a := PodActions{
-		KillPod:           create,
-		CreateSandbox:     create,
-		SandboxID:         sandboxID,
-		Attempt:           attempt,
-		NextInitContainer: -1,
+		KillPod:       create,
+		CreateSandbox: create,
+		SandboxID:     sandboxID,
+		Attempt:       attempt,
 	}
 	if create {
 		if pod.Spec.RestartPolicy == v1.RestartPolicyNever && attempt != 0 && len(status.ContainerStatuses) != 0 {
@@ -73,43 +107,30 @@ func ComputePodActions(pod *v1.Pod, status *runtime.PodStatus) PodActions {
 		}
 		var start []int
 		for i := range pod.Spec.Containers {
-			c := &pod.Spec.Containers[i]
-			if pod.Spec.RestartPolicy == v1.RestartPolicyOnFailure && succeeded(c.Name, status) {
+			if pod.Spec.RestartPolicy == v1.RestartPolicyOnFailure && succeeded(pod.Spec.Containers[i].Name, status) {
 				continue
 			}
 			start = append(start, i)
 		}
-		if len(start) == 0 && len(pod.Spec.InitContainers) == 0 {
+		switch {
+		case len(start) == 0:
 			a.CreateSandbox = false
-			return a
+		case len(pod.Spec.InitContainers) > 0:
+			a.InitContainersToStart = []int{0}
+		default:
+			a.ContainersToStart = start
 		}
-		if len(pod.Spec.InitContainers) > 0 {
-			a.NextInitContainer = 0
-			return a
-		}
-		a.ContainersToStart = start
 		return a
 	}
 
-	if !initialized(pod, status) {
-		failed, next, done := nextInitContainer(pod, status)
-		if !done {
-			switch {
-			case failed >= 0:
-				st := status.FindContainerStatus(pod.Spec.InitContainers[failed].Name)
-				if st.State == runtime.ContainerStateUnknown {
-					a.ContainersToKill = append(a.ContainersToKill, ContainerToKill{ID: st.ID, Name: st.Name, Message: "Init container is in unknown state, will be restarted"})
-				}
-				if pod.Spec.RestartPolicy == v1.RestartPolicyNever {
-					a.KillPod = true
-				} else {
-					a.NextInitContainer = failed
-				}
-			case next >= 0:
-				a.NextInitContainer = next
-			}
-			return a
+	for i := range pod.Spec.EphemeralContainers {
+		if status.FindContainerStatus(pod.Spec.EphemeralContainers[i].Name) == nil {
+			a.EphemeralContainersToStart = append(a.EphemeralContainersToStart, i)
 		}
+	}
+
+	if !a.initActions(pod, status, probes) {
+		return a
 	}
 
 	keep := 0
@@ -118,24 +139,140 @@ func ComputePodActions(pod *v1.Pod, status *runtime.PodStatus) PodActions {
 		st := status.FindContainerStatus(c.Name)
 		if st == nil || st.State != runtime.ContainerStateRunning {
 			if st != nil && st.State == runtime.ContainerStateUnknown {
-				a.ContainersToKill = append(a.ContainersToKill, ContainerToKill{ID: st.ID, Name: c.Name, Message: "Container is in unknown state, will be restarted"})
+				a.kill(st, "Container is in unknown state, will be restarted")
 			}
 			if shouldRestart(pod, st) {
 				a.ContainersToStart = append(a.ContainersToStart, i)
 			}
 			continue
 		}
-		if st.Hash != 0 && st.Hash != HashContainer(c) {
-			a.ContainersToKill = append(a.ContainersToKill, ContainerToKill{ID: st.ID, Name: c.Name, Message: "Container definition changed, will be restarted"})
-			a.ContainersToStart = append(a.ContainersToStart, i)
+		msg, restart := runningContainerProblem(pod, c, st, probes)
+		if msg == "" {
+			keep++
 			continue
 		}
-		keep++
+		if restart {
+			msg += ", will be restarted"
+			a.ContainersToStart = append(a.ContainersToStart, i)
+		}
+		a.kill(st, msg)
 	}
 	if keep == 0 && len(a.ContainersToStart) == 0 {
 		a.KillPod = true
+		a.InitContainersToStart = nil // sidecars do not keep a finished pod alive
 	}
 	return a
+}
+
+func (a *PodActions) kill(st *runtime.ContainerStatus, msg string) {
+	a.ContainersToKill = append(a.ContainersToKill, ContainerToKill{ID: st.ID, Name: st.Name, Message: msg})
+}
+
+// runningContainerProblem returns why a running container must be killed
+// ("" when it is fine) and whether it is then restarted.
+func runningContainerProblem(pod *v1.Pod, c *v1.Container, st *runtime.ContainerStatus, probes ProbeResults) (string, bool) {
+	if st.Hash != 0 && st.Hash != HashContainer(c) {
+		return "Container " + c.Name + " definition changed", true
+	}
+	restart := pod.Spec.RestartPolicy != v1.RestartPolicyNever
+	if probes != nil {
+		if probes.Liveness(st.ID) == ProbeFailure {
+			return "Container " + c.Name + " failed liveness probe", restart
+		}
+		if probes.Startup(st.ID) == ProbeFailure {
+			return "Container " + c.Name + " failed startup probe", restart
+		}
+	}
+	return "", false
+}
+
+// initActions adds the init-container actions and reports whether the
+// pod is through its init containers, so regular containers may run.
+func (a *PodActions) initActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults) bool {
+	inits := pod.Spec.InitContainers
+	if len(inits) == 0 {
+		return true
+	}
+	// Once a regular container exists, initialization is over: regular
+	// init containers do not run again, sidecars are kept running.
+	initialized := false
+	for i := range pod.Spec.Containers {
+		if status.FindContainerStatus(pod.Spec.Containers[i].Name) != nil {
+			initialized = true
+			break
+		}
+	}
+	for i := range inits {
+		c := &inits[i]
+		st := status.FindContainerStatus(c.Name)
+		if IsRestartableInit(c) {
+			if st == nil {
+				a.InitContainersToStart = append(a.InitContainersToStart, i)
+				if !initialized {
+					return false
+				}
+				continue
+			}
+			switch st.State {
+			case runtime.ContainerStateRunning:
+				if msg, _ := runningContainerProblem(pod, c, st, probes); msg != "" {
+					a.kill(st, msg+", will be restarted")
+					a.InitContainersToStart = append(a.InitContainersToStart, i)
+					if !initialized {
+						return false
+					}
+					continue
+				}
+				if !initialized && !sidecarStarted(c, st, probes) {
+					return false
+				}
+			default:
+				if st.State == runtime.ContainerStateUnknown {
+					a.kill(st, "Init container is in unknown state, will be restarted")
+				}
+				a.InitContainersToStart = append(a.InitContainersToStart, i)
+				if !initialized {
+					return false
+				}
+			}
+			continue
+		}
+		if initialized {
+			continue
+		}
+		if st == nil {
+			a.InitContainersToStart = append(a.InitContainersToStart, i)
+			return false
+		}
+		switch {
+		case st.State == runtime.ContainerStateRunning:
+			return false
+		case st.State == runtime.ContainerStateExited && st.ExitCode == 0:
+			continue
+		}
+		// Failed, never started, or unknown.
+		if st.State == runtime.ContainerStateUnknown {
+			a.kill(st, "Init container is in unknown state, will be restarted")
+		}
+		if st.State == runtime.ContainerStateExited && pod.Spec.RestartPolicy == v1.RestartPolicyNever {
+			a.KillPod = true
+			a.InitContainersToStart = nil
+			return false
+		}
+		a.InitContainersToStart = append(a.InitContainersToStart, i)
+		return false
+	}
+	return true
+}
+
+// sidecarStarted reports whether a running sidecar lets the next init
+// container start: it has no startup probe, or the probe succeeded (or
+// there is no prober to ask).
+func sidecarStarted(c *v1.Container, st *runtime.ContainerStatus, probes ProbeResults) bool {
+	if c.StartupProbe == nil || probes == nil {
+		return true
+	}
+	return probes.Startup(st.ID) == ProbeSuccess
 }
 
 // sandboxChanged reports whether the pod needs a new sandbox, the attempt
@@ -166,49 +303,6 @@ func sandboxChanged(pod *v1.Pod, status *runtime.PodStatus) (bool, uint32, strin
 func succeeded(name string, status *runtime.PodStatus) bool {
 	st := status.FindContainerStatus(name)
 	return st != nil && st.State == runtime.ContainerStateExited && st.ExitCode == 0
-}
-
-// initialized reports whether the pod's init containers are behind it:
-// there are none, or a regular container has already been created.
-func initialized(pod *v1.Pod, status *runtime.PodStatus) bool {
-	if len(pod.Spec.InitContainers) == 0 {
-		return true
-	}
-	for i := range pod.Spec.Containers {
-		if status.FindContainerStatus(pod.Spec.Containers[i].Name) != nil {
-			return true
-		}
-	}
-	return false
-}
-
-// nextInitContainer returns the index of a failed init container (or -1),
-// the index of the next one to start (or -1), and whether all completed.
-func nextInitContainer(pod *v1.Pod, status *runtime.PodStatus) (failed, next int, done bool) {
-	inits := pod.Spec.InitContainers
-	for i := len(inits) - 1; i >= 0; i-- {
-		st := status.FindContainerStatus(inits[i].Name)
-		if st != nil && (st.State == runtime.ContainerStateUnknown || (st.State == runtime.ContainerStateExited && st.ExitCode != 0)) {
-			return i, -1, false
-		}
-	}
-	for i := len(inits) - 1; i >= 0; i-- {
-		st := status.FindContainerStatus(inits[i].Name)
-		switch {
-		case st == nil:
-			continue
-		case st.State == runtime.ContainerStateRunning:
-			return -1, -1, false
-		case st.State == runtime.ContainerStateExited:
-			if i == len(inits)-1 {
-				return -1, -1, true
-			}
-			return -1, i + 1, false
-		case st.State == runtime.ContainerStateCreated:
-			return -1, i, false
-		}
-	}
-	return -1, 0, false
 }
 
 func shouldRestart(pod *v1.Pod, st *runtime.ContainerStatus) bool {

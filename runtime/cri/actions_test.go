@@ -75,7 +75,7 @@ func TestComputePodActions(t *testing.T) {
 			name: "new pod: create the sandbox and start every container",
 			pod:  testPod(always, nil, "a", "b"),
 			obs:  func(*v1.Pod) observed { return observed{} },
-			want: cri.PodActions{KillPod: true, CreateSandbox: true, NextInitContainer: -1, ContainersToStart: []int{0, 1}},
+			want: cri.PodActions{KillPod: true, CreateSandbox: true, ContainersToStart: []int{0, 1}},
 		},
 		{
 			name: "everything running: nothing to do",
@@ -83,7 +83,7 @@ func TestComputePodActions(t *testing.T) {
 			obs: func(p *v1.Pod) observed {
 				return observed{[]*runtime.SandboxStatus{readySandbox(0)}, []*runtime.ContainerStatus{ctr(p, "a", running, 0), ctr(p, "b", running, 0)}}
 			},
-			want: cri.PodActions{SandboxID: "sb", NextInitContainer: -1},
+			want: cri.PodActions{SandboxID: "sb"},
 		},
 		{
 			name: "sandbox died: new sandbox with the next attempt, all containers again",
@@ -93,7 +93,7 @@ func TestComputePodActions(t *testing.T) {
 				sb.State = runtime.SandboxStateNotReady
 				return observed{[]*runtime.SandboxStatus{sb}, []*runtime.ContainerStatus{ctr(p, "a", exited, 137)}}
 			},
-			want: cri.PodActions{KillPod: true, CreateSandbox: true, SandboxID: "sb", Attempt: 3, NextInitContainer: -1, ContainersToStart: []int{0}},
+			want: cri.PodActions{KillPod: true, CreateSandbox: true, SandboxID: "sb", Attempt: 3, ContainersToStart: []int{0}},
 		},
 		{
 			name: "sandbox without an IP on the pod network is replaced",
@@ -103,7 +103,7 @@ func TestComputePodActions(t *testing.T) {
 				sb.IPs = nil
 				return observed{[]*runtime.SandboxStatus{sb}, []*runtime.ContainerStatus{ctr(p, "a", running, 0)}}
 			},
-			want: cri.PodActions{KillPod: true, CreateSandbox: true, Attempt: 1, NextInitContainer: -1, ContainersToStart: []int{0}},
+			want: cri.PodActions{KillPod: true, CreateSandbox: true, Attempt: 1, ContainersToStart: []int{0}},
 		},
 		{
 			name: "host network flipped: new sandbox",
@@ -115,7 +115,7 @@ func TestComputePodActions(t *testing.T) {
 			obs: func(p *v1.Pod) observed {
 				return observed{[]*runtime.SandboxStatus{readySandbox(0)}, []*runtime.ContainerStatus{ctr(p, "a", running, 0)}}
 			},
-			want: cri.PodActions{KillPod: true, CreateSandbox: true, Attempt: 1, NextInitContainer: -1, ContainersToStart: []int{0}},
+			want: cri.PodActions{KillPod: true, CreateSandbox: true, Attempt: 1, ContainersToStart: []int{0}},
 		},
 		{
 			name: "two ready sandboxes: start over",
@@ -125,7 +125,7 @@ func TestComputePodActions(t *testing.T) {
 				old.ID = "old"
 				return observed{[]*runtime.SandboxStatus{readySandbox(1), old}, []*runtime.ContainerStatus{ctr(p, "a", running, 0)}}
 			},
-			want: cri.PodActions{KillPod: true, CreateSandbox: true, SandboxID: "sb", Attempt: 2, NextInitContainer: -1, ContainersToStart: []int{0}},
+			want: cri.PodActions{KillPod: true, CreateSandbox: true, SandboxID: "sb", Attempt: 2, ContainersToStart: []int{0}},
 		},
 		{
 			name: "Never, sandbox gone after the containers ran: the pod is done",
@@ -135,7 +135,7 @@ func TestComputePodActions(t *testing.T) {
 				sb.State = runtime.SandboxStateNotReady
 				return observed{[]*runtime.SandboxStatus{sb}, []*runtime.ContainerStatus{ctr(p, "a", exited, 0)}}
 			},
-			want: cri.PodActions{KillPod: true, SandboxID: "sb", Attempt: 1, NextInitContainer: -1},
+			want: cri.PodActions{KillPod: true, SandboxID: "sb", Attempt: 1},
 		},
 		{
 			name: "OnFailure, new sandbox: containers that succeeded stay done",
@@ -145,7 +145,7 @@ func TestComputePodActions(t *testing.T) {
 				sb.State = runtime.SandboxStateNotReady
 				return observed{[]*runtime.SandboxStatus{sb}, []*runtime.ContainerStatus{ctr(p, "ok", exited, 0), ctr(p, "bad", exited, 1)}}
 			},
-			want: cri.PodActions{KillPod: true, CreateSandbox: true, SandboxID: "sb", Attempt: 1, NextInitContainer: -1, ContainersToStart: []int{1}},
+			want: cri.PodActions{KillPod: true, CreateSandbox: true, SandboxID: "sb", Attempt: 1, ContainersToStart: []int{1}},
 		},
 		{
 			name: "OnFailure, new sandbox, all succeeded: nothing to start, no sandbox",
@@ -155,13 +155,13 @@ func TestComputePodActions(t *testing.T) {
 				sb.State = runtime.SandboxStateNotReady
 				return observed{[]*runtime.SandboxStatus{sb}, []*runtime.ContainerStatus{ctr(p, "ok", exited, 0)}}
 			},
-			want: cri.PodActions{KillPod: true, SandboxID: "sb", Attempt: 1, NextInitContainer: -1},
+			want: cri.PodActions{KillPod: true, SandboxID: "sb", Attempt: 1},
 		},
 		{
 			name: "new pod with init containers: the first init container only",
 			pod:  testPod(always, []string{"i1", "i2"}, "a"),
 			obs:  func(*v1.Pod) observed { return observed{} },
-			want: cri.PodActions{KillPod: true, CreateSandbox: true, NextInitContainer: 0},
+			want: cri.PodActions{KillPod: true, CreateSandbox: true, InitContainersToStart: []int{0}},
 		},
 		{
 			name: "first init container done: start the second",
@@ -169,7 +169,7 @@ func TestComputePodActions(t *testing.T) {
 			obs: func(p *v1.Pod) observed {
 				return observed{[]*runtime.SandboxStatus{readySandbox(0)}, []*runtime.ContainerStatus{ctr(p, "i1", exited, 0)}}
 			},
-			want: cri.PodActions{SandboxID: "sb", NextInitContainer: 1},
+			want: cri.PodActions{SandboxID: "sb", InitContainersToStart: []int{1}},
 		},
 		{
 			name: "init container running: wait",
@@ -177,7 +177,7 @@ func TestComputePodActions(t *testing.T) {
 			obs: func(p *v1.Pod) observed {
 				return observed{[]*runtime.SandboxStatus{readySandbox(0)}, []*runtime.ContainerStatus{ctr(p, "i2", running, 0), ctr(p, "i1", exited, 0)}}
 			},
-			want: cri.PodActions{SandboxID: "sb", NextInitContainer: -1},
+			want: cri.PodActions{SandboxID: "sb"},
 		},
 		{
 			name: "all init containers done: start the regular containers",
@@ -185,7 +185,7 @@ func TestComputePodActions(t *testing.T) {
 			obs: func(p *v1.Pod) observed {
 				return observed{[]*runtime.SandboxStatus{readySandbox(0)}, []*runtime.ContainerStatus{ctr(p, "i2", exited, 0), ctr(p, "i1", exited, 0)}}
 			},
-			want: cri.PodActions{SandboxID: "sb", NextInitContainer: -1, ContainersToStart: []int{0, 1}},
+			want: cri.PodActions{SandboxID: "sb", ContainersToStart: []int{0, 1}},
 		},
 		{
 			name: "init container failed, Always: restart it",
@@ -193,7 +193,7 @@ func TestComputePodActions(t *testing.T) {
 			obs: func(p *v1.Pod) observed {
 				return observed{[]*runtime.SandboxStatus{readySandbox(0)}, []*runtime.ContainerStatus{ctr(p, "i2", exited, 1), ctr(p, "i1", exited, 0)}}
 			},
-			want: cri.PodActions{SandboxID: "sb", NextInitContainer: 1},
+			want: cri.PodActions{SandboxID: "sb", InitContainersToStart: []int{1}},
 		},
 		{
 			name: "init container failed, Never: the pod has failed",
@@ -201,7 +201,7 @@ func TestComputePodActions(t *testing.T) {
 			obs: func(p *v1.Pod) observed {
 				return observed{[]*runtime.SandboxStatus{readySandbox(0)}, []*runtime.ContainerStatus{ctr(p, "i1", exited, 1)}}
 			},
-			want: cri.PodActions{KillPod: true, SandboxID: "sb", NextInitContainer: -1},
+			want: cri.PodActions{KillPod: true, SandboxID: "sb"},
 		},
 		{
 			name: "init container in unknown state: kill it and run it again",
@@ -209,7 +209,7 @@ func TestComputePodActions(t *testing.T) {
 			obs: func(p *v1.Pod) observed {
 				return observed{[]*runtime.SandboxStatus{readySandbox(0)}, []*runtime.ContainerStatus{ctr(p, "i1", unknown, 0)}}
 			},
-			want: cri.PodActions{SandboxID: "sb", NextInitContainer: 0, ContainersToKill: []cri.ContainerToKill{
+			want: cri.PodActions{SandboxID: "sb", InitContainersToStart: []int{0}, ContainersToKill: []cri.ContainerToKill{
 				{ID: runtime.ContainerID{Type: "fake", ID: "id-i1"}, Name: "i1", Message: "Init container is in unknown state, will be restarted"},
 			}},
 		},
@@ -219,7 +219,7 @@ func TestComputePodActions(t *testing.T) {
 			obs: func(p *v1.Pod) observed {
 				return observed{[]*runtime.SandboxStatus{readySandbox(0)}, []*runtime.ContainerStatus{ctr(p, "a", running, 0)}}
 			},
-			want: cri.PodActions{SandboxID: "sb", NextInitContainer: -1},
+			want: cri.PodActions{SandboxID: "sb"},
 		},
 		{
 			name: "Always restarts a container that exited 0",
@@ -227,7 +227,7 @@ func TestComputePodActions(t *testing.T) {
 			obs: func(p *v1.Pod) observed {
 				return observed{[]*runtime.SandboxStatus{readySandbox(0)}, []*runtime.ContainerStatus{ctr(p, "a", exited, 0), ctr(p, "b", running, 0)}}
 			},
-			want: cri.PodActions{SandboxID: "sb", NextInitContainer: -1, ContainersToStart: []int{0}},
+			want: cri.PodActions{SandboxID: "sb", ContainersToStart: []int{0}},
 		},
 		{
 			name: "OnFailure restarts only a failed container",
@@ -235,7 +235,7 @@ func TestComputePodActions(t *testing.T) {
 			obs: func(p *v1.Pod) observed {
 				return observed{[]*runtime.SandboxStatus{readySandbox(0)}, []*runtime.ContainerStatus{ctr(p, "ok", exited, 0), ctr(p, "bad", exited, 2), ctr(p, "up", running, 0)}}
 			},
-			want: cri.PodActions{SandboxID: "sb", NextInitContainer: -1, ContainersToStart: []int{1}},
+			want: cri.PodActions{SandboxID: "sb", ContainersToStart: []int{1}},
 		},
 		{
 			name: "Never restarts nothing; with nothing running the pod is killed",
@@ -243,7 +243,7 @@ func TestComputePodActions(t *testing.T) {
 			obs: func(p *v1.Pod) observed {
 				return observed{[]*runtime.SandboxStatus{readySandbox(0)}, []*runtime.ContainerStatus{ctr(p, "a", exited, 1), ctr(p, "b", exited, 0)}}
 			},
-			want: cri.PodActions{KillPod: true, SandboxID: "sb", NextInitContainer: -1},
+			want: cri.PodActions{KillPod: true, SandboxID: "sb"},
 		},
 		{
 			name: "created but never started: start a new one",
@@ -251,7 +251,7 @@ func TestComputePodActions(t *testing.T) {
 			obs: func(p *v1.Pod) observed {
 				return observed{[]*runtime.SandboxStatus{readySandbox(0)}, []*runtime.ContainerStatus{ctr(p, "a", created, 0)}}
 			},
-			want: cri.PodActions{SandboxID: "sb", NextInitContainer: -1, ContainersToStart: []int{0}},
+			want: cri.PodActions{SandboxID: "sb", ContainersToStart: []int{0}},
 		},
 		{
 			name: "unknown state: kill and restart",
@@ -259,7 +259,7 @@ func TestComputePodActions(t *testing.T) {
 			obs: func(p *v1.Pod) observed {
 				return observed{[]*runtime.SandboxStatus{readySandbox(0)}, []*runtime.ContainerStatus{ctr(p, "a", unknown, 0)}}
 			},
-			want: cri.PodActions{SandboxID: "sb", NextInitContainer: -1, ContainersToStart: []int{0}, ContainersToKill: []cri.ContainerToKill{
+			want: cri.PodActions{SandboxID: "sb", ContainersToStart: []int{0}, ContainersToKill: []cri.ContainerToKill{
 				{ID: runtime.ContainerID{Type: "fake", ID: "id-a"}, Name: "a", Message: "Container is in unknown state, will be restarted"},
 			}},
 		},
@@ -271,8 +271,8 @@ func TestComputePodActions(t *testing.T) {
 				a.Hash++
 				return observed{[]*runtime.SandboxStatus{readySandbox(0)}, []*runtime.ContainerStatus{a, ctr(p, "b", running, 0)}}
 			},
-			want: cri.PodActions{SandboxID: "sb", NextInitContainer: -1, ContainersToStart: []int{0}, ContainersToKill: []cri.ContainerToKill{
-				{ID: runtime.ContainerID{Type: "fake", ID: "id-a"}, Name: "a", Message: "Container definition changed, will be restarted"},
+			want: cri.PodActions{SandboxID: "sb", ContainersToStart: []int{0}, ContainersToKill: []cri.ContainerToKill{
+				{ID: runtime.ContainerID{Type: "fake", ID: "id-a"}, Name: "a", Message: "Container a definition changed, will be restarted"},
 			}},
 		},
 	}
@@ -280,7 +280,7 @@ func TestComputePodActions(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			status := c.obs(c.pod).status()
 			before := c.pod.DeepCopy()
-			got := cri.ComputePodActions(c.pod, status)
+			got := cri.ComputePodActions(c.pod, status, nil)
 			if diff := cmp.Diff(c.want, got); diff != "" {
 				t.Errorf("actions (-want +got):\n%s", diff)
 			}

@@ -1,36 +1,126 @@
 package cri
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
 	criapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/clock"
 )
 
-// DefaultPodLogsDir is where pod logs go, as with the kubelet.
-const DefaultPodLogsDir = "/var/log/pods"
+// Defaults of Config, the kubelet's.
+const (
+	DefaultPodLogsDir = "/var/log/pods"
+	DefaultPodsDir    = "/var/lib/nodekit/pods"
+	DefaultResolvConf = "/etc/resolv.conf"
+	// Crash-loop back-off: 10 s doubling to 5 min, reset after a
+	// container ran 10 min.
+	DefaultCrashLoopInitial = 10 * time.Second
+	DefaultCrashLoopMax     = 300 * time.Second
+	// Image-pull back-off: 10 s doubling to 5 min.
+	DefaultImagePullInitial = 10 * time.Second
+	DefaultImagePullMax     = 300 * time.Second
+)
 
-// Config configures a Runtime.
+// ObjectGetter gives the runtime the configMaps and secrets that pods
+// refer to (env, envFrom, image pull secrets). Errors that wrap
+// runtime.ErrNotFound mean the object does not exist.
+type ObjectGetter interface {
+	GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
+	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
+}
+
+// Volumes tells the runtime where a pod's volumes are on the host, so
+// volumeMounts become CRI mounts; nodekit's volumes package implements it.
+type Volumes interface {
+	// HostPath returns the host directory or file of the pod's volume.
+	HostPath(pod *v1.Pod, volume string) (string, error)
+}
+
+// EventFunc receives the events the runtime records about a pod
+// (Pulling, Pulled, Failed, BackOff, Created, Started, Killing,
+// FailedPostStartHook, FailedPreStopHook...). typ is v1.EventTypeNormal or
+// v1.EventTypeWarning. It must not block.
+type EventFunc func(pod *v1.Pod, typ, reason, message string)
+
+// Config configures a Runtime. Only RuntimeService and ImageService are
+// required; every other field's zero value is the documented default.
 type Config struct {
 	// RuntimeService and ImageService are the CRI services to drive:
 	// a *Client from Dial, a *fakecri.Runtime, or any other
-	// implementation. Both are required.
+	// implementation.
 	RuntimeService criapi.RuntimeService
 	ImageService   criapi.ImageManagerService
-	// PodLogsDir is the root of the pod log directories
-	// (<root>/<namespace>_<name>_<uid>/<container>/<restart>.log).
-	// Default DefaultPodLogsDir. It must be absolute.
-	PodLogsDir string
 	// RuntimeHandler is the CRI runtime handler for sandboxes
 	// ("" is the runtime's default).
 	RuntimeHandler string
-	// Clock stamps observations. Default: the real clock.
-	Clock clock.PassiveClock
+
+	// PodLogsDir is the root of the pod log directories
+	// (<root>/<namespace>_<name>_<uid>/<container>/<restart>.log).
+	// Default DefaultPodLogsDir. Must be absolute.
+	PodLogsDir string
+	// PodsDir holds per-pod state on the host: termination message files
+	// at <root>/<uid>/containers/<container>/<id>. Default
+	// DefaultPodsDir. Must be absolute.
+	PodsDir string
+
+	// Objects resolves configMaps and secrets. Nil: a pod that refers to
+	// one fails with CreateContainerConfigError (or pulls without the
+	// pull secret).
+	Objects ObjectGetter
+	// Volumes resolves volume host paths. Nil: a container with
+	// volumeMounts fails with CreateContainerConfigError.
+	Volumes Volumes
+	// Probes gives liveness and startup results. Nil: no probe ever
+	// fails, and sidecars count as started once running.
+	Probes ProbeResults
+
+	// CrashLoopBackOff and ImagePullBackOff are the restart and pull
+	// back-offs. Zero fields take the Default* values above.
+	CrashLoopBackOff BackOff
+	ImagePullBackOff BackOff
+	// MaxParallelImagePulls bounds concurrent pulls. 0 or 1 serializes
+	// pulls, the kubelet's default.
+	MaxParallelImagePulls int
+
+	// NodeName, NodeIPs and NodeAllocatable feed the downward API
+	// (spec.nodeName, status.hostIP(s), and resourceFieldRef of a
+	// container without limits). NodeAllocatable's memory also sets the
+	// OOM score of burstable containers; without it they get 999...2 from
+	// requests against 1 TiB.
+	NodeName        string
+	NodeIPs         []string
+	NodeAllocatable v1.ResourceList
+
+	// ClusterDNS and ClusterDomain serve dnsPolicy ClusterFirst; without
+	// ClusterDNS such pods fall back to the node's resolver, as with the
+	// kubelet. ResolvConf is the node's resolver file for dnsPolicy
+	// Default (default DefaultResolvConf; "-" for none).
+	ClusterDNS    []string
+	ClusterDomain string
+	ResolvConf    string
+
+	// CgroupRoot, when set, puts each sandbox in the cgroupfs parent
+	// <root>/<qos>/pod<uid> (guaranteed pods directly under <root>), the
+	// kubelet's layout. Empty leaves the cgroup to the runtime.
+	CgroupRoot string
+	// SeccompRoot is where Localhost seccomp profiles live. Default
+	// /var/lib/kubelet/seccomp.
+	SeccompRoot string
+
+	// Clock drives back-offs and sleep hooks and stamps observations.
+	// Default: the real clock.
+	Clock clock.Clock
 	// Logger receives V(0) state changes and V(2) routine steps. Default:
 	// discard.
 	Logger logr.Logger
+	// Events receives events about pods. Default: discard.
+	Events EventFunc
 }
 
 func (c *Config) defaults() error {
@@ -43,14 +133,38 @@ func (c *Config) defaults() error {
 	if c.PodLogsDir == "" {
 		c.PodLogsDir = DefaultPodLogsDir
 	}
-	if !filepath.IsAbs(c.PodLogsDir) {
-		return errors.New("cri: Config.PodLogsDir must be an absolute path")
+	if c.PodsDir == "" {
+		c.PodsDir = DefaultPodsDir
+	}
+	for name, dir := range map[string]string{"PodLogsDir": c.PodLogsDir, "PodsDir": c.PodsDir} {
+		if !filepath.IsAbs(dir) {
+			return fmt.Errorf("cri: Config.%s must be an absolute path, got %q", name, dir)
+		}
+	}
+	if c.ResolvConf == "" {
+		c.ResolvConf = DefaultResolvConf
+	}
+	if c.SeccompRoot == "" {
+		c.SeccompRoot = "/var/lib/kubelet/seccomp"
+	}
+	if c.MaxParallelImagePulls < 0 {
+		return fmt.Errorf("cri: Config.MaxParallelImagePulls must not be negative, got %d", c.MaxParallelImagePulls)
+	}
+	c.CrashLoopBackOff = c.CrashLoopBackOff.withDefaults(DefaultCrashLoopInitial, DefaultCrashLoopMax)
+	c.ImagePullBackOff = c.ImagePullBackOff.withDefaults(DefaultImagePullInitial, DefaultImagePullMax)
+	for name, b := range map[string]BackOff{"CrashLoopBackOff": c.CrashLoopBackOff, "ImagePullBackOff": c.ImagePullBackOff} {
+		if b.Initial <= 0 || b.Max < b.Initial {
+			return fmt.Errorf("cri: Config.%s: want 0 < Initial <= Max, got %v and %v", name, b.Initial, b.Max)
+		}
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
 	if c.Logger.GetSink() == nil {
 		c.Logger = logr.Discard()
+	}
+	if c.Events == nil {
+		c.Events = func(*v1.Pod, string, string, string) {}
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package cri
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -8,60 +10,92 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// containerConfig is the CRI config for one container of a pod. It fails
-// with an error naming the field when the spec asks for something this
-// runtime cannot provide.
-func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, restartCount int, imageRef string) (*runtimeapi.ContainerConfig, error) {
+// AnnotationPreStopHandler records a container's preStop hook, so it
+// still runs when the pod's spec is gone (an orphaned container).
+const AnnotationPreStopHandler = "io.kubernetes.container.preStopHandler"
+
+// containerSpec is one container to start and where it sits in the spec.
+type containerSpec struct {
+	container *v1.Container
+	// field is the container's path for messages: spec.containers[app].
+	field string
+	// kind is "container", "init container" or "ephemeral container".
+	kind string
+}
+
+func specOf(pod *v1.Pod, list string, i int) containerSpec {
+	switch list {
+	case "init":
+		c := &pod.Spec.InitContainers[i]
+		return containerSpec{container: c, field: "spec.initContainers[" + c.Name + "]", kind: "init container"}
+	case "ephemeral":
+		c := v1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		return containerSpec{container: &c, field: "spec.ephemeralContainers[" + c.Name + "]", kind: "ephemeral container"}
+	}
+	c := &pod.Spec.Containers[i]
+	return containerSpec{container: c, field: "spec.containers[" + c.Name + "]", kind: "container"}
+}
+
+// containerConfig is the CRI config for one container of a pod. Errors
+// name the field (CreateContainerConfigError).
+func (r *Runtime) containerConfig(ctx context.Context, pod *v1.Pod, s containerSpec, restartCount int, img *runtimeapi.Image, podIPs []string) (*runtimeapi.ContainerConfig, error) {
+	c := s.container
+	if err := verifyRunAsNonRoot(pod, c, img); err != nil {
+		return nil, err
+	}
+	env, err := r.makeEnv(ctx, envContext{pod: pod, container: c, field: s.field, podIPs: podIPs})
+	if err != nil {
+		return nil, err
+	}
+	expandAll := func(in []string) []string {
+		if in == nil {
+			return nil
+		}
+		out := make([]string, len(in))
+		for i, v := range in {
+			out[i] = expand(v, env.lookup)
+		}
+		return out
+	}
+	mounts, err := r.mounts(pod, c, s.field, env)
+	if err != nil {
+		return nil, err
+	}
+	if m, err := r.terminationMessageMount(pod, c); err != nil {
+		return nil, fmt.Errorf("%s.terminationMessagePath: %w", s.field, err)
+	} else if m != nil {
+		mounts = append(mounts, m)
+	}
+	sc, err := r.securityContext(pod, c, s.field)
+	if err != nil {
+		return nil, err
+	}
+	annotations := containerAnnotations(pod, c, restartCount)
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+		if b, err := json.Marshal(c.Lifecycle.PreStop); err == nil {
+			annotations[AnnotationPreStopHandler] = string(b)
+		}
+	}
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
-		Image:       &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
-		Command:     c.Command,
-		Args:        c.Args,
+		Image:       &runtimeapi.ImageSpec{Image: img.GetId(), UserSpecifiedImage: c.Image},
+		Command:     expandAll(c.Command),
+		Args:        expandAll(c.Args),
 		WorkingDir:  c.WorkingDir,
 		Labels:      containerLabels(pod, c),
-		Annotations: containerAnnotations(pod, c, restartCount),
+		Annotations: annotations,
+		Mounts:      mounts,
 		LogPath:     c.Name + "/" + strconv.Itoa(restartCount) + ".log",
 		Stdin:       c.Stdin,
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
-			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
-				NamespaceOptions: namespaceOptions(pod),
-			},
+			Resources:       r.linuxResources(pod, c, qosClass(pod)),
+			SecurityContext: sc,
 		},
 	}
-	for i, e := range c.Env {
-		if e.ValueFrom != nil {
-			return nil, fmt.Errorf("spec.containers[%s].env[%d] (%s): valueFrom is not supported by this runtime", c.Name, i, e.Name)
-		}
-		cfg.Envs = append(cfg.Envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
-	}
-	if len(c.EnvFrom) > 0 {
-		return nil, fmt.Errorf("spec.containers[%s].envFrom: not supported by this runtime", c.Name)
-	}
-	sc := cfg.Linux.SecurityContext
-	if psc := pod.Spec.SecurityContext; psc != nil {
-		if psc.RunAsUser != nil {
-			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
-		}
-		if psc.RunAsGroup != nil {
-			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
-		}
-		sc.SupplementalGroups = psc.SupplementalGroups
-	}
-	if csc := c.SecurityContext; csc != nil {
-		if csc.RunAsUser != nil {
-			sc.RunAsUser = &runtimeapi.Int64Value{Value: *csc.RunAsUser}
-		}
-		if csc.RunAsGroup != nil {
-			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *csc.RunAsGroup}
-		}
-		if csc.Privileged != nil {
-			sc.Privileged = *csc.Privileged
-		}
-		if csc.ReadOnlyRootFilesystem != nil {
-			sc.ReadonlyRootfs = *csc.ReadOnlyRootFilesystem
-		}
+	for _, name := range env.names {
+		cfg.Envs = append(cfg.Envs, &runtimeapi.KeyValue{Key: name, Value: []byte(env.values[name])})
 	}
 	return cfg, nil
 }

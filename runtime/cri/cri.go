@@ -27,6 +27,11 @@ type Runtime struct {
 	cfg Config
 	log logr.Logger
 
+	crashBackoff *backoff
+	pullBackoff  *backoff
+	// pullSlots holds one token per pull under way.
+	pullSlots chan struct{}
+
 	// mu guards typ.
 	mu  sync.Mutex
 	typ string
@@ -39,7 +44,15 @@ func New(cfg Config) (*Runtime, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	return &Runtime{rs: cfg.RuntimeService, is: cfg.ImageService, cfg: cfg, log: cfg.Logger}, nil
+	return &Runtime{
+		rs:           cfg.RuntimeService,
+		is:           cfg.ImageService,
+		cfg:          cfg,
+		log:          cfg.Logger,
+		crashBackoff: newBackoff(cfg.CrashLoopBackOff, cfg.Clock),
+		pullBackoff:  newBackoff(cfg.ImagePullBackOff, cfg.Clock),
+		pullSlots:    make(chan struct{}, max(cfg.MaxParallelImagePulls, 1)),
+	}, nil
 }
 
 // runtimeType returns the runtime's name, the type part of container IDs,
@@ -193,6 +206,14 @@ func (r *Runtime) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 		st, err := fromContainerStatus(typ, resp.GetStatus(), c.GetPodSandboxId())
 		if err != nil {
 			return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, err)
+		}
+		if st.State == runtime.ContainerStateExited {
+			if msg := terminationMessage(resp.GetStatus()); msg != "" {
+				if st.Message != "" {
+					st.Message += ": "
+				}
+				st.Message += msg
+			}
 		}
 		ps.ContainerStatuses = append(ps.ContainerStatuses, st)
 	}

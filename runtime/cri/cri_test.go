@@ -263,17 +263,6 @@ func TestSyncPodImageErrors(t *testing.T) {
 	}
 }
 
-func TestSyncPodValueFromIsAConfigError(t *testing.T) {
-	h := newHarness(t, fakecri.Config{})
-	pod := testPod(v1.RestartPolicyAlways, nil, "app")
-	pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
-	res := h.rt.SyncPod(h.ctx, pod, h.status(pod))
-	last := res.Steps[len(res.Steps)-1]
-	if last.Reason != cri.ReasonCreateContainerConfigError || !strings.Contains(last.Message, "env[0]") {
-		t.Errorf("step %+v, want CreateContainerConfigError naming env[0]", last)
-	}
-}
-
 func TestKillPodGracePeriods(t *testing.T) {
 	for _, tc := range []struct {
 		name     string

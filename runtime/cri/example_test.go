@@ -59,7 +59,7 @@ func ExampleComputePodActions() {
 			{Name: "migrate", State: runtime.ContainerStateExited, ExitCode: 0},
 		},
 	}
-	a := cri.ComputePodActions(pod, observed)
-	fmt.Println(a.CreateSandbox, a.SandboxID, a.NextInitContainer, a.ContainersToStart)
-	// Output: false sb1 -1 [0]
+	a := cri.ComputePodActions(pod, observed, nil)
+	fmt.Println(a.CreateSandbox, a.SandboxID, a.InitContainersToStart, a.ContainersToStart)
+	// Output: false sb1 [] [0]
 }

@@ -2,9 +2,11 @@ package cri
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,10 +18,12 @@ import (
 // container (the kubelet's); an explicit override may be shorter.
 const minGracePeriod = 2
 
-// KillPod implements runtime.Runtime. Containers are stopped in parallel,
-// each with the pod's grace period, then every sandbox is stopped. When
-// runningPod is nil the pod's sandboxes and containers are looked up by
-// the pod's UID.
+// KillPod implements runtime.Runtime. Regular, init and ephemeral
+// containers are stopped in parallel; then sidecars (restartable init
+// containers) one at a time in reverse start order, so they outlive what
+// they serve; then every sandbox. Each container gets the pod's grace
+// period, less the time its preStop hook took. When runningPod is nil the
+// pod's sandboxes and containers are looked up by the pod's UID.
 func (r *Runtime) KillPod(ctx context.Context, pod *v1.Pod, runningPod *runtime.Pod, gracePeriodOverride *int64) error {
 	if runningPod == nil {
 		if pod == nil {
@@ -48,19 +52,31 @@ func (r *Runtime) findPod(ctx context.Context, uid types.UID) (*runtime.Pod, err
 }
 
 func (r *Runtime) killPod(ctx context.Context, pod *v1.Pod, running *runtime.Pod, override *int64) error {
+	var regular []*runtime.Container
+	sidecars := map[string]*runtime.Container{}
+	for _, c := range running.Containers {
+		if c.State == runtime.ContainerStateExited {
+			continue
+		}
+		if pod != nil {
+			if spec := findInit(pod, c.Name); spec != nil && IsRestartableInit(spec) {
+				sidecars[c.Name] = c
+				continue
+			}
+		}
+		regular = append(regular, c)
+	}
+
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		errs []error
 	)
-	for _, c := range running.Containers {
-		if c.State == runtime.ContainerStateExited {
-			continue
-		}
+	for _, c := range regular {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := r.killContainer(ctx, pod, c.ID.ID, c.Name, override); err != nil {
+			if err := r.killContainer(ctx, pod, c.ID.ID, c.Name, override, nil); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -68,6 +84,15 @@ func (r *Runtime) killPod(ctx context.Context, pod *v1.Pod, running *runtime.Pod
 		}()
 	}
 	wg.Wait()
+	if pod != nil {
+		for i := len(pod.Spec.InitContainers) - 1; i >= 0; i-- {
+			if c := sidecars[pod.Spec.InitContainers[i].Name]; c != nil {
+				if err := r.killContainer(ctx, pod, c.ID.ID, c.Name, override, nil); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cri: kill pod %s: %w", running.FullName(), err)
 	}
@@ -80,30 +105,77 @@ func (r *Runtime) killPod(ctx context.Context, pod *v1.Pod, running *runtime.Pod
 	return nil
 }
 
-// killContainer stops one container with the grace period the pod spec
-// (or, without a spec, the container's annotations) gives, shortened or
-// lengthened by override. A container that is already gone is not an
-// error.
-func (r *Runtime) killContainer(ctx context.Context, pod *v1.Pod, id, name string, override *int64) error {
+func findInit(pod *v1.Pod, name string) *v1.Container {
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == name {
+			return &pod.Spec.InitContainers[i]
+		}
+	}
+	return nil
+}
+
+// killContainer stops one container. The grace period is the pod's
+// deletion grace period, else the spec's, else the one recorded on the
+// container (for orphans), else 30 s. The preStop hook (from the spec, or
+// recorded on the container) runs first and uses up part of it; what is
+// left is at least 2 s. An override can only shorten the result. A
+// container that is already gone is not an error.
+func (r *Runtime) killContainer(ctx context.Context, pod *v1.Pod, id, name string, override *int64, podIPs []string) error {
 	grace := int64(defaultGracePeriod)
+	var spec *v1.Container
+	var preStop *v1.LifecycleHandler
 	switch {
-	case pod != nil && pod.DeletionGracePeriodSeconds != nil:
-		grace = *pod.DeletionGracePeriodSeconds
-	case pod != nil && pod.Spec.TerminationGracePeriodSeconds != nil:
-		grace = *pod.Spec.TerminationGracePeriodSeconds
-	case pod == nil:
+	case pod != nil:
+		if pod.DeletionGracePeriodSeconds != nil {
+			grace = *pod.DeletionGracePeriodSeconds
+		} else if pod.Spec.TerminationGracePeriodSeconds != nil {
+			grace = *pod.Spec.TerminationGracePeriodSeconds
+		}
+		if spec = findContainer(pod, name); spec != nil && spec.Lifecycle != nil {
+			preStop = spec.Lifecycle.PreStop
+		}
+	default:
 		if st, err := r.rs.ContainerStatus(ctx, id, false); err == nil {
-			if g, ok := parseGrace(st.GetStatus().GetAnnotations()); ok {
+			a := st.GetStatus().GetAnnotations()
+			if g, ok := parseGrace(a); ok {
 				grace = g
 			}
+			if raw := a[AnnotationPreStopHandler]; raw != "" {
+				var h v1.LifecycleHandler
+				if json.Unmarshal([]byte(raw), &h) == nil {
+					preStop = &h
+				}
+			}
 		}
+		spec = &v1.Container{Name: name}
+	}
+	if override != nil && *override < grace {
+		grace = max(*override, 0)
+	}
+	if preStop != nil && grace > 0 {
+		start := r.cfg.Clock.Now()
+		hctx, cancel := context.WithTimeout(ctx, time.Duration(grace)*time.Second)
+		err := r.runHook(hctx, pod, spec, id, preStop, podIPs)
+		cancel()
+		if err != nil {
+			msg := fmt.Sprintf("PreStopHook failed: %v", err)
+			r.log.V(2).Info("preStop hook failed", "container", name, "containerID", id, "err", err)
+			if pod != nil {
+				r.cfg.Events(pod, v1.EventTypeWarning, reasonFailedPreStopHook, msg)
+			}
+		}
+		grace -= int64(r.cfg.Clock.Since(start).Seconds())
 	}
 	if grace < minGracePeriod {
 		grace = minGracePeriod
 	}
-	if override != nil {
+	if override != nil && *override < grace {
 		grace = max(*override, 0)
 	}
+	return r.stopContainer(ctx, id, name, grace)
+}
+
+func (r *Runtime) stopContainer(ctx context.Context, id, name string, grace int64) error {
 	if err := r.rs.StopContainer(ctx, id, grace); err != nil && !isNotFound(err) {
 		return fmt.Errorf("stop container %q: %w", name, wrap("StopContainer", id, err))
 	}

@@ -32,8 +32,13 @@ func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {
 	return o
 }
 
-// sandboxConfig is the CRI sandbox config for a pod.
-func (r *Runtime) sandboxConfig(pod *v1.Pod, attempt uint32) *runtimeapi.PodSandboxConfig {
+// sandboxConfig is the CRI sandbox config for a pod. Errors name the
+// field.
+func (r *Runtime) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
+	dns, err := r.dnsConfig(pod)
+	if err != nil {
+		return nil, err
+	}
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name:      pod.Name,
@@ -44,7 +49,9 @@ func (r *Runtime) sandboxConfig(pod *v1.Pod, attempt uint32) *runtimeapi.PodSand
 		LogDirectory: r.podLogDir(pod),
 		Labels:       sandboxLabels(pod),
 		Annotations:  copyMap(pod.Annotations),
+		DnsConfig:    dns,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			CgroupParent: r.cgroupParent(pod),
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 				NamespaceOptions: namespaceOptions(pod),
 			},
@@ -84,8 +91,15 @@ func (r *Runtime) sandboxConfig(pod *v1.Pod, attempt uint32) *runtimeapi.PodSand
 			}
 			cfg.Linux.Sysctls[s.Name] = s.Value
 		}
+		if sc.SeccompProfile != nil {
+			p, err := r.seccompProfile(sc.SeccompProfile, "spec")
+			if err != nil {
+				return nil, err
+			}
+			cfg.Linux.SecurityContext.Seccomp = p
+		}
 	}
-	return cfg
+	return cfg, nil
 }
 
 func protocol(p v1.Protocol) runtimeapi.Protocol {

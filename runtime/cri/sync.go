@@ -17,25 +17,27 @@ import (
 // The waiting reasons SyncPod reports, the kubelet's.
 const (
 	ReasonCreatePodSandboxError      = "CreatePodSandboxError"
+	ReasonCreatePodSandboxConfig     = "CreatePodSandboxConfigError"
 	ReasonKillPodError               = "KillPodError"
 	ReasonKillContainerError         = "KillContainerError"
-	ReasonErrImagePull               = "ErrImagePull"
-	ReasonErrImageNeverPull          = "ErrImageNeverPull"
-	ReasonInvalidImageName           = "InvalidImageName"
+	ReasonCrashLoopBackOff           = "CrashLoopBackOff"
 	ReasonCreateContainerConfigError = "CreateContainerConfigError"
 	ReasonCreateContainerError       = "CreateContainerError"
 	ReasonRunContainerError          = "RunContainerError"
 )
 
 // SyncPod implements runtime.Runtime: it computes the pod's actions with
-// ComputePodActions and carries them out. A failure to start one container
-// does not stop the others from starting.
+// ComputePodActions and carries them out: kills, then the sandbox, then
+// ephemeral containers, init containers (sidecars to restart and the next
+// regular one) and regular containers. A container in crash-loop back-off
+// is skipped with reason CrashLoopBackOff; a failure to start one
+// container does not stop the others.
 func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodStatus) *runtime.SyncResult {
 	res := &runtime.SyncResult{}
 	if status == nil {
 		status = &runtime.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
-	a := ComputePodActions(pod, status)
+	a := ComputePodActions(pod, status, r.cfg.Probes)
 	log := r.log.WithValues("pod", podRef(pod), "podUID", pod.UID)
 
 	if a.KillPod {
@@ -52,7 +54,8 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 	} else {
 		for _, k := range a.ContainersToKill {
 			log.V(2).Info("killing container", "container", k.Name, "containerID", k.ID.String(), "reason", k.Message)
-			err := r.killContainer(ctx, pod, k.ID.ID, k.Name, nil)
+			r.cfg.Events(pod, v1.EventTypeNormal, "Killing", k.Message)
+			err := r.killContainer(ctx, pod, k.ID.ID, k.Name, nil, status.IPs)
 			res.Add(step(runtime.ActionKillContainer, k.Name, err, ReasonKillContainerError))
 			if err != nil {
 				return res
@@ -60,25 +63,44 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 		}
 	}
 
-	sandboxConfig := r.sandboxConfig(pod, a.Attempt)
-	sandboxID := a.SandboxID
+	sandboxConfig, err := r.sandboxConfig(pod, a.Attempt)
+	if err != nil {
+		err = fmt.Errorf("pod %s: %w", podRef(pod), err)
+		res.Add(step(runtime.ActionCreateSandbox, podRef(pod), err, ReasonCreatePodSandboxConfig))
+		return res
+	}
+	sandboxID, podIPs := a.SandboxID, status.IPs
 	if a.CreateSandbox {
 		id, err := r.createSandbox(ctx, sandboxConfig)
 		res.Add(step(runtime.ActionCreateSandbox, podRef(pod), err, ReasonCreatePodSandboxError))
 		if err != nil {
+			r.cfg.Events(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", err.Error())
 			return res
 		}
 		log.V(2).Info("created sandbox", "sandboxID", id, "attempt", a.Attempt)
 		sandboxID = id
+		if st, err := r.rs.PodSandboxStatus(ctx, id, false); err == nil {
+			if ss, err := fromSandboxStatus(st.GetStatus()); err == nil {
+				podIPs = ss.IPs
+			}
+		}
 	}
 
-	if a.NextInitContainer >= 0 {
-		c := &pod.Spec.InitContainers[a.NextInitContainer]
-		res.Add(r.startContainer(ctx, pod, c, status, sandboxID, sandboxConfig))
-		return res
+	start := func(s containerSpec) runtime.SyncStep {
+		return r.startContainer(ctx, pod, s, status, sandboxID, sandboxConfig, podIPs)
+	}
+	for _, i := range a.EphemeralContainersToStart {
+		res.Add(start(specOf(pod, "ephemeral", i)))
+	}
+	for _, i := range a.InitContainersToStart {
+		s := start(specOf(pod, "init", i))
+		res.Add(s)
+		if s.Err != nil && !IsRestartableInit(&pod.Spec.InitContainers[i]) {
+			return res
+		}
 	}
 	for _, i := range a.ContainersToStart {
-		res.Add(r.startContainer(ctx, pod, &pod.Spec.Containers[i], status, sandboxID, sandboxConfig))
+		res.Add(start(specOf(pod, "regular", i)))
 	}
 	return res
 }
@@ -99,23 +121,43 @@ func (r *Runtime) createSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxC
 	return id, wrap("RunPodSandbox", sandboxName(cfg), err)
 }
 
-// startContainer pulls the image if needed, creates the container and
-// starts it. The step's Reason is the waiting reason on failure.
-func (r *Runtime) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, status *runtime.PodStatus, sandboxID string, sandboxConfig *runtimeapi.PodSandboxConfig) runtime.SyncStep {
+// crashLoopKey keys the restart back-off by pod, container and spec hash,
+// so a changed spec starts afresh.
+func crashLoopKey(pod *v1.Pod, c *v1.Container) string {
+	return string(pod.UID) + "/" + c.Name + "/" + strconv.FormatUint(HashContainer(c), 16)
+}
+
+// startContainer applies the restart back-off, pulls the image if needed,
+// creates and starts the container and runs its postStart hook. The
+// step's Reason is the waiting reason on failure.
+func (r *Runtime) startContainer(ctx context.Context, pod *v1.Pod, s containerSpec, status *runtime.PodStatus, sandboxID string, sandboxConfig *runtimeapi.PodSandboxConfig, podIPs []string) runtime.SyncStep {
+	c := s.container
 	fail := func(reason string, err error) runtime.SyncStep {
-		err = fmt.Errorf("pod %s container %q: %w", podRef(pod), c.Name, err)
+		err = fmt.Errorf("pod %s %s %q: %w", podRef(pod), s.kind, c.Name, err)
 		return runtime.SyncStep{Action: runtime.ActionStartContainer, Target: c.Name, Err: err, Reason: reason, Message: err.Error()}
 	}
-	imageRef, reason, err := r.ensureImage(ctx, pod, c, sandboxConfig)
+	prev := status.FindContainerStatus(c.Name)
+	if prev != nil && prev.State == runtime.ContainerStateExited {
+		key := crashLoopKey(pod, c)
+		if left := r.crashBackoff.remaining(key, prev.FinishedAt); left > 0 {
+			msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", r.crashBackoff.delay(key), c.Name, pod.Name, pod.Namespace, pod.UID)
+			r.cfg.Events(pod, v1.EventTypeWarning, reasonBackOff, "Back-off restarting failed container "+c.Name+" in pod "+pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")")
+			return runtime.SyncStep{Action: runtime.ActionStartContainer, Target: c.Name, Err: errors.New(msg), Reason: ReasonCrashLoopBackOff, Message: msg}
+		}
+		r.crashBackoff.next(key, prev.FinishedAt)
+	}
+
+	img, reason, err := r.ensureImage(ctx, pod, c, s.field, sandboxConfig)
 	if err != nil {
 		return fail(reason, err)
 	}
 	restartCount := 0
-	if st := status.FindContainerStatus(c.Name); st != nil {
-		restartCount = st.RestartCount + 1
+	if prev != nil {
+		restartCount = prev.RestartCount + 1
 	}
-	cfg, err := r.containerConfig(pod, c, restartCount, imageRef)
+	cfg, err := r.containerConfig(ctx, pod, s, restartCount, img, podIPs)
 	if err != nil {
+		r.cfg.Events(pod, v1.EventTypeWarning, reasonFailed, "Error: "+err.Error())
 		return fail(ReasonCreateContainerConfigError, err)
 	}
 	logDir := filepath.Join(sandboxConfig.GetLogDirectory(), c.Name)
@@ -129,12 +171,29 @@ func (r *Runtime) startContainer(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	}
 	id, err := r.rs.CreateContainer(ctx, sandboxID, cfg, sandboxConfig)
 	if err != nil {
-		return fail(ReasonCreateContainerError, wrap("CreateContainer", c.Name, err))
+		err = wrap("CreateContainer", c.Name, err)
+		r.cfg.Events(pod, v1.EventTypeWarning, reasonFailed, "Error: "+err.Error())
+		return fail(ReasonCreateContainerError, err)
 	}
+	r.cfg.Events(pod, v1.EventTypeNormal, "Created", "Created "+s.kind+" "+c.Name)
 	if err := r.rs.StartContainer(ctx, id); err != nil {
-		return fail(ReasonRunContainerError, wrap("StartContainer", id, err))
+		err = wrap("StartContainer", id, err)
+		r.cfg.Events(pod, v1.EventTypeWarning, reasonFailed, "Error: "+err.Error())
+		return fail(ReasonRunContainerError, err)
 	}
+	r.cfg.Events(pod, v1.EventTypeNormal, "Started", "Started "+s.kind+" "+c.Name)
 	r.log.V(2).Info("started container", "pod", podRef(pod), "container", c.Name, "containerID", id, "restartCount", restartCount)
+
+	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
+		if err := r.runHook(ctx, pod, c, id, c.Lifecycle.PostStart, podIPs); err != nil {
+			msg := fmt.Sprintf("PostStartHook failed: %v", err)
+			r.cfg.Events(pod, v1.EventTypeWarning, reasonFailedPostStartHook, msg)
+			if kerr := r.stopContainer(ctx, id, c.Name, 0); kerr != nil {
+				r.log.Error(kerr, "killing a container whose postStart hook failed", "pod", podRef(pod), "container", c.Name)
+			}
+			return fail(ReasonPostStartHookError, errors.New(msg))
+		}
+	}
 	return runtime.SyncStep{Action: runtime.ActionStartContainer, Target: c.Name}
 }
 

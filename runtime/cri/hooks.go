@@ -1,0 +1,140 @@
+package cri
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	utilexec "k8s.io/utils/exec"
+)
+
+// Hook reasons, the kubelet's.
+const (
+	ReasonPostStartHookError  = "PostStartHookError"
+	reasonFailedPostStartHook = "FailedPostStartHook"
+	reasonFailedPreStopHook   = "FailedPreStopHook"
+	// hookBodyLimit bounds how much of an HTTP hook's answer is read.
+	hookBodyLimit = 10 << 10
+)
+
+// runHook runs a lifecycle handler for a container: exec through the
+// runtime, an HTTP GET to the pod (or the handler's host), or a sleep. It
+// blocks until the handler ends or ctx does.
+func (r *Runtime) runHook(ctx context.Context, pod *v1.Pod, c *v1.Container, containerID string, h *v1.LifecycleHandler, podIPs []string) error {
+	switch {
+	case h.Exec != nil:
+		stdout, stderr, err := r.rs.ExecSync(ctx, containerID, h.Exec.Command, 0)
+		var exitErr utilexec.ExitError
+		if errors.As(err, &exitErr) {
+			return fmt.Errorf("command %q exited with %d: %s", strings.Join(h.Exec.Command, " "), exitErr.ExitStatus(), strings.TrimSpace(string(stdout)+string(stderr)))
+		}
+		if err != nil {
+			return fmt.Errorf("command %q: %w", strings.Join(h.Exec.Command, " "), wrap("ExecSync", containerID, err))
+		}
+		return nil
+	case h.HTTPGet != nil:
+		return r.httpHook(ctx, pod, c, h.HTTPGet, podIPs)
+	case h.Sleep != nil:
+		t := r.cfg.Clock.NewTimer(time.Duration(h.Sleep.Seconds) * time.Second)
+		defer t.Stop()
+		select {
+		case <-t.C():
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	case h.TCPSocket != nil:
+		// Deprecated and never run by the kubelet.
+		return nil
+	}
+	return errors.New("the handler has no action")
+}
+
+func (r *Runtime) httpHook(ctx context.Context, pod *v1.Pod, c *v1.Container, g *v1.HTTPGetAction, podIPs []string) error {
+	host := g.Host
+	if host == "" {
+		ips := podIPs
+		if pod.Spec.HostNetwork {
+			ips = r.cfg.NodeIPs
+		}
+		host = first(ips)
+		if host == "" {
+			host = "127.0.0.1"
+		}
+	}
+	port, err := resolvePort(g.Port, c)
+	if err != nil {
+		return err
+	}
+	scheme := strings.ToLower(string(g.Scheme))
+	if scheme == "" {
+		scheme = "http"
+	}
+	path := g.Path
+	if !strings.HasPrefix(path, "/") {
+		path = "/" + path
+	}
+	u := &url.URL{Scheme: scheme, Host: net.JoinHostPort(host, strconv.Itoa(port))}
+	u, err = u.Parse(path)
+	if err != nil {
+		return fmt.Errorf("invalid path %q: %w", g.Path, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	for _, h := range g.HTTPHeaders {
+		if strings.EqualFold(h.Name, "host") {
+			req.Host = h.Value
+			continue
+		}
+		req.Header.Add(h.Name, h.Value)
+	}
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", "kube-lifecycle/1.37")
+	}
+	client := &http.Client{Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the kubelet does not verify hook endpoints either
+		DisableKeepAlives: true,
+		Proxy:             nil,
+	}}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("HTTP lifecycle hook (%s) failed: %w", g.Path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, hookBodyLimit))
+	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+		return fmt.Errorf("HTTP lifecycle hook (%s) failed with status %d: %s", g.Path, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+// resolvePort turns a port number or a container port name into a number.
+func resolvePort(p intstr.IntOrString, c *v1.Container) (int, error) {
+	if p.Type == intstr.Int {
+		if p.IntVal <= 0 || p.IntVal > 65535 {
+			return 0, fmt.Errorf("invalid port %d", p.IntVal)
+		}
+		return int(p.IntVal), nil
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == p.StrVal {
+			return int(cp.ContainerPort), nil
+		}
+	}
+	if n, err := strconv.Atoi(p.StrVal); err == nil && n > 0 && n <= 65535 {
+		return n, nil
+	}
+	return 0, fmt.Errorf("container %q has no port named %q", c.Name, p.StrVal)
+}

@@ -1,0 +1,189 @@
+package cri
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// maxTerminationMessage is how much of a termination message the kubelet
+// reads (4 KiB); maxFallbackLines and maxFallbackBytes bound the log tail
+// used under FallbackToLogsOnError.
+const (
+	maxTerminationMessage = 4096
+	maxFallbackLines      = 80
+	maxFallbackBytes      = 2048
+)
+
+// mounts turns a container's volumeMounts into CRI mounts through the
+// Volumes seam, confining every subPath to its volume.
+func (r *Runtime) mounts(pod *v1.Pod, c *v1.Container, field string, env *envList) ([]*runtimeapi.Mount, error) {
+	var out []*runtimeapi.Mount
+	for i, vm := range c.VolumeMounts {
+		f := fmt.Sprintf("%s.volumeMounts[%d] (%s)", field, i, vm.Name)
+		if !hasVolume(pod, vm.Name) {
+			return nil, fmt.Errorf("%s: the pod has no volume named %q", f, vm.Name)
+		}
+		if r.cfg.Volumes == nil {
+			return nil, fmt.Errorf("%s: no volume manager is configured", f)
+		}
+		hostPath, err := r.cfg.Volumes.HostPath(pod, vm.Name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		sub := vm.SubPath
+		if vm.SubPathExpr != "" {
+			sub = expand(vm.SubPathExpr, env.lookup)
+		}
+		if sub != "" {
+			if hostPath, err = subPath(hostPath, sub); err != nil {
+				return nil, fmt.Errorf("%s.subPath: %w", f, err)
+			}
+		}
+		m := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: hostPath, Readonly: vm.ReadOnly}
+		if vm.MountPropagation != nil {
+			switch *vm.MountPropagation {
+			case v1.MountPropagationHostToContainer:
+				m.Propagation = runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+			case v1.MountPropagationBidirectional:
+				m.Propagation = runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+			}
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func hasVolume(pod *v1.Pod, name string) bool {
+	for i := range pod.Spec.Volumes {
+		if pod.Spec.Volumes[i].Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// subPath returns base/sub after checking that sub is relative, has no
+// ".." element, and does not leave base through a symlink; a missing
+// directory is created, as the kubelet does.
+func subPath(base, sub string) (string, error) {
+	if filepath.IsAbs(sub) {
+		return "", fmt.Errorf("%q must be a relative path", sub)
+	}
+	for _, el := range strings.Split(filepath.ToSlash(sub), "/") {
+		if el == ".." {
+			return "", fmt.Errorf("%q must not contain '..'", sub)
+		}
+	}
+	full := filepath.Join(base, sub)
+	if _, err := os.Lstat(full); os.IsNotExist(err) {
+		if err := os.MkdirAll(full, 0o750); err != nil {
+			return "", err
+		}
+	}
+	realBase, err := filepath.EvalSymlinks(base)
+	if err != nil {
+		return "", err
+	}
+	real, err := filepath.EvalSymlinks(full)
+	if err != nil {
+		return "", err
+	}
+	if rel, err := filepath.Rel(realBase, real); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", fmt.Errorf("%q resolves outside its volume", sub)
+	}
+	return full, nil
+}
+
+// terminationMessageMount creates the host file the container writes its
+// termination message to and mounts it at the terminationMessagePath.
+func (r *Runtime) terminationMessageMount(pod *v1.Pod, c *v1.Container) (*runtimeapi.Mount, error) {
+	if c.TerminationMessagePath == "" {
+		return nil, nil
+	}
+	dir := filepath.Join(r.cfg.PodsDir, string(pod.UID), "containers", c.Name)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("termination message directory: %w", err)
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	path := filepath.Join(dir, hex.EncodeToString(b[:]))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o666)
+	if err != nil {
+		return nil, fmt.Errorf("termination message file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	// The mode is set explicitly so the umask cannot stop a non-root
+	// container from writing its message.
+	if err := os.Chmod(path, 0o666); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.Mount{ContainerPath: c.TerminationMessagePath, HostPath: path}, nil
+}
+
+// terminationMessage reads what an exited container left: its message
+// file, or under FallbackToLogsOnError after a failure with no message,
+// the tail of its log.
+func terminationMessage(st *runtimeapi.ContainerStatus) string {
+	a := st.GetAnnotations()
+	target := a[AnnotationTerminationMessagePath]
+	var msg string
+	if target != "" {
+		for _, m := range st.GetMounts() {
+			if m.GetContainerPath() == target {
+				msg = readCapped(m.GetHostPath(), maxTerminationMessage)
+				break
+			}
+		}
+	}
+	if msg == "" && st.GetExitCode() != 0 && a[AnnotationTerminationMessagePolicy] == string(v1.TerminationMessageFallbackToLogsOnError) {
+		msg = logTail(st.GetLogPath())
+	}
+	return msg
+}
+
+func readCapped(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	buf := make([]byte, n)
+	k, _ := f.Read(buf)
+	return string(buf[:k])
+}
+
+// logTail returns the content of the last lines of a CRI log file,
+// without the CRI prefixes, joining partial lines.
+func logTail(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil || len(data) == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	var out strings.Builder
+	for _, line := range lines[max(0, len(lines)-maxFallbackLines):] {
+		// <timestamp> <stream> <P|F> <content>
+		parts := strings.SplitN(line, " ", 4)
+		if len(parts) < 4 {
+			continue
+		}
+		out.WriteString(parts[3])
+		if parts[2] == "F" {
+			out.WriteByte('\n')
+		}
+	}
+	s := out.String()
+	if len(s) > maxFallbackBytes {
+		s = s[len(s)-maxFallbackBytes:]
+	}
+	return s
+}

@@ -1,0 +1,131 @@
+package cri
+
+import (
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// The kubelet's CPU and OOM constants.
+const (
+	minShares             = 2
+	sharesPerCPU          = 1024
+	cpuPeriod             = 100000 // 100 ms in µs
+	minQuota              = 1000   // 1 ms in µs
+	guaranteedOOMScoreAdj = -997
+	besteffortOOMScoreAdj = 1000
+)
+
+// defaultMemoryCapacity is the node memory assumed for burstable OOM
+// scores when Config.NodeAllocatable has none.
+var defaultMemoryCapacity = resource.MustParse("1Ti")
+
+// qosClass computes a pod's QoS class from its containers' requests and
+// limits, as the API server does (k8s.io/kubernetes has this helper, but
+// it is not a dependency of nodekit, and no library exports it).
+func qosClass(pod *v1.Pod) v1.PodQOSClass {
+	if pod.Status.QOSClass != "" {
+		return pod.Status.QOSClass
+	}
+	requests, limits := v1.ResourceList{}, v1.ResourceList{}
+	guaranteed, set := true, false
+	containers := append(append([]v1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...)
+	for _, c := range containers {
+		for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+			req, hasReq := c.Resources.Requests[name]
+			lim, hasLim := c.Resources.Limits[name]
+			if hasReq && !req.IsZero() {
+				set = true
+				add(requests, name, req)
+			}
+			if hasLim && !lim.IsZero() {
+				set = true
+				add(limits, name, lim)
+			}
+			if !hasLim || lim.IsZero() {
+				guaranteed = false
+			}
+			if hasReq && hasLim && req.Cmp(lim) != 0 {
+				guaranteed = false
+			}
+		}
+	}
+	switch {
+	case !set:
+		return v1.PodQOSBestEffort
+	case guaranteed:
+		return v1.PodQOSGuaranteed
+	}
+	return v1.PodQOSBurstable
+}
+
+func add(list v1.ResourceList, name v1.ResourceName, q resource.Quantity) {
+	cur := list[name]
+	cur.Add(q)
+	list[name] = cur
+}
+
+// linuxResources maps a container's requests and limits to CRI Linux
+// resources: CPU shares from the request (the limit when there is no
+// request), CFS quota from the limit, the memory limit, and the OOM score
+// of the pod's QoS class.
+func (r *Runtime) linuxResources(pod *v1.Pod, c *v1.Container, qos v1.PodQOSClass) *runtimeapi.LinuxContainerResources {
+	res := &runtimeapi.LinuxContainerResources{CpuShares: minShares}
+	cpuReq, hasReq := c.Resources.Requests[v1.ResourceCPU]
+	cpuLim, hasLim := c.Resources.Limits[v1.ResourceCPU]
+	if !hasReq && hasLim {
+		cpuReq, hasReq = cpuLim, true
+	}
+	if hasReq {
+		res.CpuShares = max(cpuReq.MilliValue()*sharesPerCPU/1000, minShares)
+	}
+	if hasLim && !cpuLim.IsZero() {
+		res.CpuPeriod = cpuPeriod
+		res.CpuQuota = max(cpuLim.MilliValue()*cpuPeriod/1000, minQuota)
+	}
+	if mem, ok := c.Resources.Limits[v1.ResourceMemory]; ok {
+		res.MemoryLimitInBytes = mem.Value()
+	}
+	res.OomScoreAdj = r.oomScoreAdj(c, qos)
+	return res
+}
+
+// oomScoreAdj is the kubelet's: -997 for guaranteed, 1000 for best
+// effort, and for burstable pods 1000 - 1000*request/capacity, kept in
+// 3..999.
+func (r *Runtime) oomScoreAdj(c *v1.Container, qos v1.PodQOSClass) int64 {
+	switch qos {
+	case v1.PodQOSGuaranteed:
+		return guaranteedOOMScoreAdj
+	case v1.PodQOSBestEffort:
+		return besteffortOOMScoreAdj
+	}
+	capacity := defaultMemoryCapacity
+	if m, ok := r.cfg.NodeAllocatable[v1.ResourceMemory]; ok && !m.IsZero() {
+		capacity = m
+	}
+	req := c.Resources.Requests[v1.ResourceMemory]
+	adj := 1000 - (1000*req.Value())/capacity.Value()
+	if adj < 1000+guaranteedOOMScoreAdj {
+		return 1000 + guaranteedOOMScoreAdj
+	}
+	if adj == besteffortOOMScoreAdj {
+		return adj - 1
+	}
+	return adj
+}
+
+// cgroupParent is <root>/<qos>/pod<uid>, or <root>/pod<uid> for
+// guaranteed pods: the kubelet's cgroupfs layout.
+func (r *Runtime) cgroupParent(pod *v1.Pod) string {
+	if r.cfg.CgroupRoot == "" {
+		return ""
+	}
+	switch qosClass(pod) {
+	case v1.PodQOSBurstable:
+		return r.cfg.CgroupRoot + "/burstable/pod" + string(pod.UID)
+	case v1.PodQOSBestEffort:
+		return r.cfg.CgroupRoot + "/besteffort/pod" + string(pod.UID)
+	}
+	return r.cfg.CgroupRoot + "/pod" + string(pod.UID)
+}
