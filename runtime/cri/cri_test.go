@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
@@ -25,16 +26,50 @@ import (
 // corrupt answers on demand.
 type recorder struct {
 	*fakecri.Runtime
-	mu       sync.Mutex
-	stops    map[string]int64
-	badState bool
+	mu        sync.Mutex
+	stops     map[string]int64
+	stopOrder []string // container names, in the order they were stopped
+	configs   map[string]*runtimeapi.ContainerConfig
+	sandboxes []*runtimeapi.PodSandboxConfig
+	auths     []*runtimeapi.AuthConfig
+	badState  bool
 }
 
 func (r *recorder) StopContainer(ctx context.Context, id string, timeout int64) error {
 	r.mu.Lock()
 	r.stops[id] = timeout
+	if st, err := r.Runtime.ContainerStatus(ctx, id, false); err == nil {
+		r.stopOrder = append(r.stopOrder, st.GetStatus().GetMetadata().GetName())
+	}
 	r.mu.Unlock()
 	return r.Runtime.StopContainer(ctx, id, timeout)
+}
+
+func (r *recorder) CreateContainer(ctx context.Context, sb string, cfg *runtimeapi.ContainerConfig, sbCfg *runtimeapi.PodSandboxConfig) (string, error) {
+	r.mu.Lock()
+	r.configs[cfg.GetMetadata().GetName()] = cfg
+	r.mu.Unlock()
+	return r.Runtime.CreateContainer(ctx, sb, cfg, sbCfg)
+}
+
+func (r *recorder) RunPodSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, handler string) (string, error) {
+	r.mu.Lock()
+	r.sandboxes = append(r.sandboxes, cfg)
+	r.mu.Unlock()
+	return r.Runtime.RunPodSandbox(ctx, cfg, handler)
+}
+
+func (r *recorder) PullImage(ctx context.Context, img *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sb *runtimeapi.PodSandboxConfig) (string, error) {
+	r.mu.Lock()
+	r.auths = append(r.auths, auth)
+	r.mu.Unlock()
+	return r.Runtime.PullImage(ctx, img, auth, sb)
+}
+
+func (r *recorder) config(name string) *runtimeapi.ContainerConfig {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.configs[name]
 }
 
 func (r *recorder) ListContainers(ctx context.Context, f *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
@@ -48,31 +83,61 @@ func (r *recorder) ListContainers(ctx context.Context, f *runtimeapi.ContainerFi
 }
 
 type harness struct {
-	t    *testing.T
-	fake *fakecri.Runtime
-	rec  *recorder
-	rt   *cri.Runtime
-	logs string
-	ctx  context.Context
+	t      *testing.T
+	fake   *fakecri.Runtime
+	rec    *recorder
+	rt     *cri.Runtime
+	clock  *clocktesting.FakeClock
+	logs   string
+	ctx    context.Context
+	mu     sync.Mutex
+	events []string // "reason: message"
 }
 
-func newHarness(t *testing.T, cfg fakecri.Config) *harness {
+func newHarness(t *testing.T, cfg fakecri.Config, opts ...func(*cri.Config)) *harness {
 	t.Helper()
-	if cfg.Clock == nil {
-		cfg.Clock = clocktesting.NewFakeClock(t0)
-	}
+	clk := clocktesting.NewFakeClock(t0)
+	cfg.Clock = clk
 	cfg.Images = append(cfg.Images, "busybox:1.36")
 	fake, err := fakecri.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &recorder{Runtime: fake, stops: map[string]int64{}}
-	logs := t.TempDir()
-	rt, err := cri.New(cri.Config{RuntimeService: rec, ImageService: fake, PodLogsDir: logs})
+	rec := &recorder{Runtime: fake, stops: map[string]int64{}, configs: map[string]*runtimeapi.ContainerConfig{}}
+	h := &harness{t: t, fake: fake, rec: rec, clock: clk, logs: t.TempDir(), ctx: context.Background()}
+	rcfg := cri.Config{
+		RuntimeService: rec,
+		ImageService:   rec,
+		PodLogsDir:     h.logs,
+		PodsDir:        t.TempDir(),
+		Clock:          clk,
+		Events: func(_ *v1.Pod, _, reason, msg string) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.events = append(h.events, reason+": "+msg)
+		},
+	}
+	for _, o := range opts {
+		o(&rcfg)
+	}
+	h.rt, err = cri.New(rcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{t: t, fake: fake, rec: rec, rt: rt, logs: logs, ctx: context.Background()}
+	return h
+}
+
+// eventsWith returns the recorded events whose reason is reason.
+func (h *harness) eventsWith(reason string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, e := range h.events {
+		if strings.HasPrefix(e, reason+": ") {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func (h *harness) status(pod *v1.Pod) *runtime.PodStatus {
@@ -160,6 +225,7 @@ func TestSyncPodRestartPolicies(t *testing.T) {
 			withEnv(&pod.Spec.Containers[0], fakecri.EnvExitCode, tc.code)
 			for i := 0; i < 3; i++ {
 				h.sync(pod)
+				h.clock.Step(5 * time.Minute) // past any restart back-off
 			}
 			if got := states(h.status(pod))["job"]; got != tc.want {
 				t.Errorf("after 3 syncs: %s, want %s", got, tc.want)
