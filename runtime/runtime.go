@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -87,4 +88,28 @@ func (r *SyncResult) Error() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// GCPolicy bounds how many dead containers a runtime keeps.
+type GCPolicy struct {
+	// MinAge: dead containers younger than this are never removed.
+	MinAge time.Duration
+	// MaxPerPodContainer is how many dead instances of each container of
+	// each pod are kept (the kubelet's default is 1); negative: no limit.
+	MaxPerPodContainer int
+	// MaxContainers bounds the dead containers on the node; negative: no
+	// limit (the kubelet's default).
+	MaxContainers int
+}
+
+// GarbageCollector is an optional capability of a Runtime, found with a
+// type assertion: removing dead containers and sandboxes. Runtimes
+// without it keep everything.
+type GarbageCollector interface {
+	// GarbageCollect removes dead containers beyond policy, oldest first,
+	// and the sandboxes that are no longer needed. podGone reports whether
+	// a pod is no longer wanted at all; all of its dead containers,
+	// sandboxes and logs go. It is safe to call concurrently with pod
+	// syncs; it never removes a running container or a ready sandbox.
+	GarbageCollect(ctx context.Context, policy GCPolicy, podGone func(types.UID) bool) error
 }

@@ -1,0 +1,164 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+var _ runtime.GarbageCollector = (*Runtime)(nil)
+
+type deadContainer struct {
+	id        string
+	pod       types.UID
+	name      string
+	createdAt int64
+}
+
+// GarbageCollect implements runtime.GarbageCollector with the kubelet's
+// container GC: per pod and container name the MaxPerPodContainer newest
+// dead instances older than MinAge are kept; then, if the node holds more
+// than MaxContainers dead containers, each pod-container keeps an equal
+// share, and the oldest beyond the limit go. All dead containers of gone
+// pods go. A removed container's log file is deleted. Sandboxes that are
+// not ready and hold no containers are removed, except each live pod's
+// newest; the log directory of a gone pod goes with its last sandbox.
+func (r *Runtime) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, podGone func(types.UID) bool) error {
+	containers, err := r.rs.ListContainers(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("cri: garbage collect: %w", wrap("ListContainers", "", err))
+	}
+	now := r.cfg.Clock.Now().UnixNano()
+	units := map[string][]deadContainer{}
+	live := map[string]int{} // containers (dead or alive) per sandbox
+	for _, c := range containers {
+		live[c.GetPodSandboxId()]++
+		uid := types.UID(c.GetLabels()[LabelPodUID])
+		if uid == "" || c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			continue
+		}
+		if policy.MinAge > 0 && now-c.GetCreatedAt() < policy.MinAge.Nanoseconds() {
+			continue
+		}
+		d := deadContainer{id: c.GetId(), pod: uid, name: c.GetMetadata().GetName(), createdAt: c.GetCreatedAt()}
+		key := string(uid) + "/" + d.name
+		units[key] = append(units[key], d)
+	}
+	for _, u := range units {
+		sort.Slice(u, func(i, j int) bool { return u[i].createdAt > u[j].createdAt }) // newest first
+	}
+
+	var remove []deadContainer
+	for key, u := range units {
+		if podGone != nil && podGone(u[0].pod) {
+			remove = append(remove, u...)
+			delete(units, key)
+		}
+	}
+	enforce := func(keep int) {
+		for key, u := range units {
+			if keep >= 0 && len(u) > keep {
+				remove = append(remove, u[keep:]...)
+				units[key] = u[:keep]
+			}
+		}
+	}
+	enforce(policy.MaxPerPodContainer)
+	if policy.MaxContainers >= 0 {
+		total := 0
+		for _, u := range units {
+			total += len(u)
+		}
+		if total > policy.MaxContainers && len(units) > 0 {
+			enforce(max(policy.MaxContainers/len(units), 1))
+			var rest []deadContainer
+			for _, u := range units {
+				rest = append(rest, u...)
+			}
+			if len(rest) > policy.MaxContainers {
+				sort.Slice(rest, func(i, j int) bool { return rest[i].createdAt < rest[j].createdAt }) // oldest first
+				remove = append(remove, rest[:len(rest)-policy.MaxContainers]...)
+			}
+		}
+	}
+
+	var errs []error
+	sort.Slice(remove, func(i, j int) bool { return remove[i].createdAt < remove[j].createdAt })
+	removed := map[string]bool{}
+	for _, d := range remove {
+		if err := r.removeContainer(ctx, d.id); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed[d.id] = true
+	}
+	for _, c := range containers {
+		if removed[c.GetId()] {
+			live[c.GetPodSandboxId()]--
+		}
+	}
+	if err := r.gcSandboxes(ctx, live, podGone); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// removeContainer deletes the container's log file, then the container.
+func (r *Runtime) removeContainer(ctx context.Context, id string) error {
+	if st, err := r.rs.ContainerStatus(ctx, id, false); err == nil {
+		if p := st.GetStatus().GetLogPath(); p != "" {
+			if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+				r.log.V(2).Info("removing a container log failed", "containerID", id, "err", err)
+			}
+		}
+	}
+	if err := r.rs.RemoveContainer(ctx, id); err != nil && !isNotFound(err) {
+		return fmt.Errorf("cri: garbage collect: %w", wrap("RemoveContainer", id, err))
+	}
+	return nil
+}
+
+func (r *Runtime) gcSandboxes(ctx context.Context, live map[string]int, podGone func(types.UID) bool) error {
+	sandboxes, err := r.rs.ListPodSandbox(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("cri: garbage collect: %w", wrap("ListPodSandbox", "", err))
+	}
+	byPod := map[types.UID][]*runtimeapi.PodSandbox{}
+	for _, s := range sandboxes {
+		if uid := types.UID(s.GetLabels()[LabelPodUID]); uid != "" {
+			byPod[uid] = append(byPod[uid], s)
+		}
+	}
+	var errs []error
+	for uid, list := range byPod {
+		sort.Slice(list, func(i, j int) bool { return list[i].GetCreatedAt() > list[j].GetCreatedAt() })
+		gone := podGone != nil && podGone(uid)
+		left := len(list)
+		for i, s := range list {
+			if (!gone && i == 0) || s.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY || live[s.GetId()] > 0 {
+				continue
+			}
+			if err := r.rs.RemovePodSandbox(ctx, s.GetId()); err != nil && !isNotFound(err) {
+				errs = append(errs, fmt.Errorf("cri: garbage collect: %w", wrap("RemovePodSandbox", s.GetId(), err)))
+				continue
+			}
+			left--
+		}
+		if gone && left == 0 {
+			m := list[0].GetMetadata()
+			dir := filepath.Join(r.cfg.PodLogsDir, m.GetNamespace()+"_"+m.GetName()+"_"+string(uid))
+			if err := os.RemoveAll(dir); err != nil {
+				errs = append(errs, fmt.Errorf("cri: garbage collect: remove pod logs: %w", err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
