@@ -93,6 +93,12 @@ func IsRestartableInit(c *v1.Container) bool {
 //   - When no regular container runs and none is to start, the pod is
 //     killed: sidecars do not keep a finished pod alive.
 func ComputePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults) PodActions {
+	return computePodActions(pod, status, probes, HashContainer)
+}
+
+// computePodActions is ComputePodActions with the spec hash function as a
+// parameter, so a Runtime can use its cache.
+func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults, hash func(*v1.Container) uint64) PodActions {
 	create, attempt, sandboxID := sandboxChanged(pod, status)
 	a := PodActions{
 		KillPod:       create,
@@ -129,7 +135,7 @@ func ComputePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResul
 		}
 	}
 
-	if !a.initActions(pod, status, probes) {
+	if !a.initActions(pod, status, probes, hash) {
 		return a
 	}
 
@@ -146,7 +152,7 @@ func ComputePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResul
 			}
 			continue
 		}
-		msg, restart := runningContainerProblem(pod, c, st, probes)
+		msg, restart := runningContainerProblem(pod, c, st, probes, hash)
 		if msg == "" {
 			keep++
 			continue
@@ -170,8 +176,8 @@ func (a *PodActions) kill(st *runtime.ContainerStatus, msg string) {
 
 // runningContainerProblem returns why a running container must be killed
 // ("" when it is fine) and whether it is then restarted.
-func runningContainerProblem(pod *v1.Pod, c *v1.Container, st *runtime.ContainerStatus, probes ProbeResults) (string, bool) {
-	if st.Hash != 0 && st.Hash != HashContainer(c) {
+func runningContainerProblem(pod *v1.Pod, c *v1.Container, st *runtime.ContainerStatus, probes ProbeResults, hash func(*v1.Container) uint64) (string, bool) {
+	if st.Hash != 0 && st.Hash != hash(c) {
 		return "Container " + c.Name + " definition changed", true
 	}
 	restart := pod.Spec.RestartPolicy != v1.RestartPolicyNever
@@ -188,7 +194,7 @@ func runningContainerProblem(pod *v1.Pod, c *v1.Container, st *runtime.Container
 
 // initActions adds the init-container actions and reports whether the
 // pod is through its init containers, so regular containers may run.
-func (a *PodActions) initActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults) bool {
+func (a *PodActions) initActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults, hash func(*v1.Container) uint64) bool {
 	inits := pod.Spec.InitContainers
 	if len(inits) == 0 {
 		return true
@@ -215,7 +221,7 @@ func (a *PodActions) initActions(pod *v1.Pod, status *runtime.PodStatus, probes 
 			}
 			switch st.State {
 			case runtime.ContainerStateRunning:
-				if msg, _ := runningContainerProblem(pod, c, st, probes); msg != "" {
+				if msg, _ := runningContainerProblem(pod, c, st, probes, hash); msg != "" {
 					a.kill(st, msg+", will be restarted")
 					a.InitContainersToStart = append(a.InitContainersToStart, i)
 					if !initialized {

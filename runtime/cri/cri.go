@@ -31,6 +31,7 @@ type Runtime struct {
 	pullBackoff  *backoff
 	// pullSlots holds one token per pull under way.
 	pullSlots chan struct{}
+	hashes    *hashCache
 
 	// mu guards typ.
 	mu  sync.Mutex
@@ -52,6 +53,7 @@ func New(cfg Config) (*Runtime, error) {
 		crashBackoff: newBackoff(cfg.CrashLoopBackOff, cfg.Clock),
 		pullBackoff:  newBackoff(cfg.ImagePullBackOff, cfg.Clock),
 		pullSlots:    make(chan struct{}, max(cfg.MaxParallelImagePulls, 1)),
+		hashes:       newHashCache(),
 	}, nil
 }
 

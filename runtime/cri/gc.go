@@ -141,6 +141,9 @@ func (r *Runtime) gcSandboxes(ctx context.Context, live map[string]int, podGone 
 	for uid, list := range byPod {
 		sort.Slice(list, func(i, j int) bool { return list[i].GetCreatedAt() > list[j].GetCreatedAt() })
 		gone := podGone != nil && podGone(uid)
+		if gone {
+			r.hashes.forget(uid)
+		}
 		left := len(list)
 		for i, s := range list {
 			if (!gone && i == 0) || s.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY || live[s.GetId()] > 0 {

@@ -1,11 +1,13 @@
 package cri
 
 import (
+	"bytes"
 	"encoding/json"
-	"hash/fnv"
 	"strconv"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // The labels and annotations the kubelet puts on sandboxes and containers.
@@ -65,10 +67,57 @@ func containerAnnotations(pod *v1.Pod, c *v1.Container, restartCount int) map[st
 // HashContainer returns the hash of a container spec that is recorded on
 // the container when it is created; a running container whose recorded
 // hash differs from its spec's is restarted. It is the FNV-64a hash of the
-// spec's JSON form.
+// spec's JSON form, with resource quantities in canonical form so that
+// "1" and "1000m" CPUs hash alike. It is safe for concurrent use.
 func HashContainer(c *v1.Container) uint64 {
-	b, _ := json.Marshal(c)
-	h := fnv.New64a()
-	_, _ = h.Write(b)
-	return h.Sum64()
+	if len(c.Resources.Requests)+len(c.Resources.Limits) > 0 {
+		cc := *c
+		cc.Resources.Requests = canonical(c.Resources.Requests)
+		cc.Resources.Limits = canonical(c.Resources.Limits)
+		c = &cc
+	}
+	e := hashEncoders.Get().(*hashEncoder)
+	defer hashEncoders.Put(e)
+	e.buf.Reset()
+	_ = e.enc.Encode(c)
+	// FNV-1a over the JSON, without the newline Encode appends, so the
+	// value equals fnv64a(json.Marshal(c)).
+	h := uint64(fnvOffset64)
+	for _, b := range bytes.TrimSuffix(e.buf.Bytes(), []byte{'\n'}) {
+		h ^= uint64(b)
+		h *= fnvPrime64
+	}
+	return h
+}
+
+const (
+	fnvOffset64 = 14695981039346656037
+	fnvPrime64  = 1099511628211
+)
+
+// hashEncoder is a JSON encoder with its buffer, pooled so hashing a spec
+// on every sync does not allocate them again.
+type hashEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var hashEncoders = sync.Pool{New: func() any {
+	e := &hashEncoder{}
+	e.enc = json.NewEncoder(&e.buf)
+	e.enc.SetEscapeHTML(false)
+	return e
+}}
+
+// canonical returns the quantities rewritten in their canonical form.
+func canonical(list v1.ResourceList) v1.ResourceList {
+	if list == nil {
+		return nil
+	}
+	out := make(v1.ResourceList, len(list))
+	for name, q := range list {
+		number, suffix := q.CanonicalizeBytes(nil)
+		out[name] = resource.MustParse(string(number) + string(suffix))
+	}
+	return out
 }

@@ -37,7 +37,10 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 	if status == nil {
 		status = &runtime.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
-	a := ComputePodActions(pod, status, r.cfg.Probes)
+	a := computePodActions(pod, status, r.cfg.Probes, func(c *v1.Container) uint64 { return r.hashes.hash(pod.UID, c) })
+	if !a.KillPod && !a.CreateSandbox && len(a.ContainersToKill)+len(a.InitContainersToStart)+len(a.ContainersToStart)+len(a.EphemeralContainersToStart) == 0 {
+		return res // nothing to do: no CRI call, no config built
+	}
 	log := r.log.WithValues("pod", podRef(pod), "podUID", pod.UID)
 
 	if a.KillPod {
