@@ -14,37 +14,82 @@
 //
 // # Pod sync
 //
-// SyncPod follows the kubelet's kuberuntime manager. ComputePodActions, a
-// pure function of the pod spec and the observed runtime.PodStatus,
-// decides what to do (see its doc for the rules: sandbox (re)creation and
-// attempts, init containers in order, restart policies, spec-hash
-// changes, unknown states); SyncPod then pulls images by pull policy,
-// creates and starts containers, and reports each step with the kubelet's
-// waiting reason on failure (ErrImagePull, ErrImageNeverPull,
-// InvalidImageName, CreateContainerConfigError, CreateContainerError,
-// RunContainerError, CreatePodSandboxError).
+// SyncPod follows the kubelet's kuberuntime manager (pkg/kubelet/kuberuntime).
+// ComputePodActions, a pure function of the pod spec, the observed
+// runtime.PodStatus and the probes' results, decides what to do; see its
+// doc for the rules: sandbox (re)creation and attempts, init containers in
+// order, sidecars (restartable init containers) gated on their startup
+// probes and restarted whatever the restart policy, ephemeral containers,
+// restart policies, spec-hash changes, liveness and startup failures,
+// unknown states. SyncPod then carries the actions out and reports each
+// step with the kubelet's waiting reason on failure.
 //
-// Sandboxes and containers carry the kubelet's labels and annotations
-// (io.kubernetes.pod.name, io.kubernetes.container.hash, ...) and logs go
-// to <PodLogsDir>/<namespace>_<name>_<uid>/<container>/<restart>.log, so
-// crictl and other CRI tools recognise the pods, and a Runtime adopts
-// what an earlier one (or a kubelet) created: it keeps no state of its
-// own.
+//   - Restart back-off (CrashLoopBackOff): per pod, container and spec
+//     hash, so a changed spec starts afresh; the first restart is
+//     immediate, then 10 s doubling to 5 min, forgotten once a container
+//     ran for 10 min (Config.CrashLoopBackOff).
+//   - Images: pull policy (Always for :latest or no tag, else
+//     IfNotPresent, unless the spec says), pull secrets of type
+//     kubernetes.io/dockerconfigjson or dockercfg turned into CRI auth
+//     matched by registry host (globs allowed) and path, ErrImagePull then
+//     ImagePullBackOff (10 s doubling to 5 min), ErrImageNeverPull,
+//     InvalidImageName; pulls serialized unless
+//     Config.MaxParallelImagePulls allows more.
+//   - Container config: command and args with $(VAR) expansion ($$ is an
+//     escaped $; unknown names stay as written), env and envFrom from
+//     configMaps and secrets (Config.Objects; optional references), the
+//     downward API (fieldRef, resourceFieldRef with divisors and the
+//     node's allocatable when there is no limit), working dir, CPU shares
+//     from requests, CFS quota from limits, the memory limit, the OOM
+//     score of the pod's QoS class, the security context (run as
+//     user/group, runAsNonRoot enforced against runAsUser or the image's
+//     user, privileged, capabilities, read-only root, no-new-privileges,
+//     seccomp, the default masked and read-only /proc paths), volume
+//     mounts from Config.Volumes with subPath and subPathExpr confined to
+//     the volume (no absolute paths, no "..", no symlink escapes), the
+//     termination message file, the kubelet's labels and annotations and
+//     log layout (<PodLogsDir>/<namespace>_<name>_<uid>/<container>/<n>.log).
+//   - Sandbox config: hostname, port mappings, host network/PID/IPC,
+//     sysctls, seccomp, DNS from dnsPolicy and dnsConfig (ClusterFirst
+//     falls back to the node's resolver when Config.ClusterDNS is empty,
+//     with a MissingClusterDNS event), and the cgroupfs parent
+//     <root>/<qos>/pod<uid> when Config.CgroupRoot is set.
+//   - Hooks: postStart (exec, HTTP GET, sleep) after the start; a failure
+//     kills the container and reports PostStartHookError. preStop runs
+//     inside the grace period, which is shortened by the time it took.
 //
-// KillPod stops containers in parallel with the pod's grace period (the
-// deletion grace period, else the spec's, else 30 s; at least 2 s unless
-// an override says otherwise), then stops the sandboxes.
+// KillPod stops regular containers in parallel, then sidecars one by one
+// in reverse start order, then the sandboxes. The grace period is the
+// deletion grace period, else the spec's, else 30 s (at least 2 s); an
+// override can only shorten it. A container whose pod spec is gone still
+// gets its recorded grace period and preStop hook.
 //
-// # Not yet done here
+// GetPodStatus reports every sandbox and container instance newest first,
+// with the runtime's exit reasons (Completed, Error, OOMKilled, and
+// containerd's StartError where dockershim used to say
+// ContainerCannotRun) and the termination message, or under
+// FallbackToLogsOnError the tail of the log.
 //
-// This is the first cut of the runtime: there is no restart back-off
-// (CrashLoopBackOff) or image-pull back-off, no sidecar (restartable init)
-// or ephemeral containers, no probe-driven restarts, env only from plain
-// values (valueFrom and envFrom fail with CreateContainerConfigError
-// naming the field), no $(VAR) expansion, resources, capabilities,
-// seccomp, DNS config, lifecycle hooks, pull secrets or garbage
-// collection. Each is a failure with a clear reason, never a silent
-// difference.
+// GarbageCollect (runtime.GarbageCollector) removes dead containers beyond
+// a per-pod-container and a node limit, older than a minimum age, oldest
+// first, with their logs; all of a gone pod's containers, sandboxes and
+// log directory; and sandboxes that are neither ready nor in use.
+//
+// A sync with nothing to do makes no CRI call and one allocation: spec
+// hashes are cached per pod container and checked by a deep comparison,
+// so specs changed in place are still seen.
+//
+// # Where nodekit differs from the kubelet, and why
+//
+//   - A changed resource request or limit restarts the container (the
+//     spec hash covers resources) instead of resizing it in place:
+//     in-place resize is not implemented yet. Quantities are hashed in
+//     canonical form, so rewriting "1" as "1000m" changes nothing.
+//   - /etc/hosts is left to the runtime, and service environment
+//     variables (enableServiceLinks) are not injected: a node agent
+//     without an API server has no services.
+//   - Probes, eviction and volumes are separate packages; this one only
+//     consumes their results through ProbeResults and Volumes.
 //
 // # Why not k8s.io/cri-client
 //
