@@ -3,6 +3,7 @@ package cri
 import (
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -55,9 +56,7 @@ type ContainerToKill struct {
 
 // IsRestartableInit reports whether an init container is a sidecar: an
 // init container with restartPolicy Always.
-func IsRestartableInit(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-}
+func IsRestartableInit(c *v1.Container) bool { return podutil.IsRestartableInit(c) }
 
 // ComputePodActions decides, from a pod's spec, the runtime's latest
 // observation of it and the probes' latest results (nil when there are

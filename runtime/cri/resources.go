@@ -4,6 +4,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // The kubelet's CPU and OOM constants.
@@ -20,50 +22,8 @@ const (
 // scores when Config.NodeAllocatable has none.
 var defaultMemoryCapacity = resource.MustParse("1Ti")
 
-// qosClass computes a pod's QoS class from its containers' requests and
-// limits, as the API server does (k8s.io/kubernetes has this helper, but
-// it is not a dependency of nodekit, and no library exports it).
-func qosClass(pod *v1.Pod) v1.PodQOSClass {
-	if pod.Status.QOSClass != "" {
-		return pod.Status.QOSClass
-	}
-	requests, limits := v1.ResourceList{}, v1.ResourceList{}
-	guaranteed, set := true, false
-	containers := append(append([]v1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...)
-	for _, c := range containers {
-		for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-			req, hasReq := c.Resources.Requests[name]
-			lim, hasLim := c.Resources.Limits[name]
-			if hasReq && !req.IsZero() {
-				set = true
-				add(requests, name, req)
-			}
-			if hasLim && !lim.IsZero() {
-				set = true
-				add(limits, name, lim)
-			}
-			if !hasLim || lim.IsZero() {
-				guaranteed = false
-			}
-			if hasReq && hasLim && req.Cmp(lim) != 0 {
-				guaranteed = false
-			}
-		}
-	}
-	switch {
-	case !set:
-		return v1.PodQOSBestEffort
-	case guaranteed:
-		return v1.PodQOSGuaranteed
-	}
-	return v1.PodQOSBurstable
-}
-
-func add(list v1.ResourceList, name v1.ResourceName, q resource.Quantity) {
-	cur := list[name]
-	cur.Add(q)
-	list[name] = cur
-}
+// qosClass is the pod's QoS class.
+func qosClass(pod *v1.Pod) v1.PodQOSClass { return podutil.QOSClass(pod) }
 
 // linuxResources maps a container's requests and limits to CRI Linux
 // resources: CPU shares from the request (the limit when there is no

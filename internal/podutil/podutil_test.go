@@ -1,0 +1,34 @@
+package podutil_test
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodekit/nodekit/internal/podutil"
+)
+
+func TestQOSClass(t *testing.T) {
+	q := resource.MustParse
+	pod := func(reqs, lims v1.ResourceList) *v1.Pod {
+		return &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "a", Resources: v1.ResourceRequirements{Requests: reqs, Limits: lims}}}}}
+	}
+	both := v1.ResourceList{v1.ResourceCPU: q("1"), v1.ResourceMemory: q("1Gi")}
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		want v1.PodQOSClass
+	}{
+		{"nothing set", pod(nil, nil), v1.PodQOSBestEffort},
+		{"limits only", pod(nil, both), v1.PodQOSGuaranteed},
+		{"equal requests and limits", pod(both, both), v1.PodQOSGuaranteed},
+		{"requests below limits", pod(v1.ResourceList{v1.ResourceCPU: q("500m"), v1.ResourceMemory: q("1Gi")}, both), v1.PodQOSBurstable},
+		{"requests only", pod(both, nil), v1.PodQOSBurstable},
+		{"cpu limit only", pod(nil, v1.ResourceList{v1.ResourceCPU: q("1")}), v1.PodQOSBurstable},
+	} {
+		if got := podutil.QOSClass(tc.pod); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,36 @@
+// Package status computes pod statuses the way the kubelet does and keeps
+// them.
+//
+// Generate is a pure function from a pod's spec, the runtime's latest
+// observation (runtime.PodStatus), the last sync's waiting reasons and the
+// probes' verdicts to a v1.PodStatus:
+//
+//   - container statuses (init, regular, ephemeral): state from the
+//     newest instance; last state from the one before, or from the newest
+//     when it is waiting to restart; restart count; ready (running,
+//     started, and ready by its readiness probe if it has one); started
+//     (running, and past its startup probe if it has one); waiting reasons
+//     ContainerCreating, PodInitializing, or the sync's (ErrImagePull,
+//     CrashLoopBackOff, CreateContainerConfigError...);
+//   - the phase with the kubelet's rules: Pending while init containers
+//     run or containers wait; Running while a container runs or restarts;
+//     Succeeded or Failed when all have stopped under OnFailure or Never
+//     (a failed init container under Never fails the pod); a terminal
+//     phase never changes;
+//   - the conditions PodReadyToStartContainers, Initialized,
+//     ContainersReady, Ready (with readiness gates) and PodScheduled, with
+//     transition times kept while the status does not change;
+//   - pod and host IPs, start time and QoS class.
+//
+// Manager keeps the latest status of each pod with a version, merges the
+// probes' readiness and startup verdicts (SetContainerReadiness,
+// SetContainerStartup) into it at once, and pushes changes to a Sink from
+// Run: MemorySink, SinkFunc, or an API server sink (package kube).
+//
+// # Usage
+//
+//	m := status.New(status.Config{Sink: &status.MemorySink{}})
+//	go m.Run(ctx)
+//	st := status.Generate(status.Input{Pod: pod, Runtime: observed, Now: now})
+//	m.SetPodStatus(pod, st)
+package status

@@ -1,0 +1,301 @@
+package status
+
+import (
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekit/nodekit/internal/podutil"
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// Reason is why a container is waiting, as the last sync reported it
+// (ErrImagePull, CrashLoopBackOff, CreateContainerConfigError...).
+type Reason struct {
+	Reason  string
+	Message string
+}
+
+// Input is everything a pod status is computed from.
+type Input struct {
+	// Pod is the spec. Required.
+	Pod *v1.Pod
+	// Runtime is the runtime's latest observation; nil means nothing runs.
+	Runtime *runtime.PodStatus
+	// Previous is the status computed last time, if any: it keeps
+	// transition times, the start time, and a terminal phase.
+	Previous *v1.PodStatus
+	// Waiting holds the last sync's failure per container name.
+	Waiting map[string]Reason
+	// Ready and Started are the probes' verdicts per container ID
+	// ("type://id"); a container without an entry is ready when it runs
+	// and has no readiness probe, started when it runs and has no startup
+	// probe.
+	Ready   map[string]bool
+	Started map[string]bool
+	// NodeIPs fill HostIP(s), and PodIP(s) on the host network.
+	NodeIPs []string
+	// Now stamps new transitions.
+	Now time.Time
+}
+
+// Generate computes a pod's API status from its spec and what the
+// runtime observed, with the kubelet's rules (pkg/kubelet/kubelet_pods.go
+// and pkg/kubelet/status): container statuses with state, last state,
+// restart count, ready and started; the phase; the PodScheduled,
+// PodReadyToStartContainers, Initialized, ContainersReady and Ready
+// conditions; IPs, start time and QoS class. A terminal phase in
+// Previous never changes. It is a pure function.
+func Generate(in Input) v1.PodStatus {
+	pod := in.Pod
+	rs := in.Runtime
+	if rs == nil {
+		rs = &runtime.PodStatus{}
+	}
+	prev := in.Previous
+	if prev == nil {
+		prev = &v1.PodStatus{}
+	}
+	s := v1.PodStatus{QOSClass: podutil.QOSClass(pod)}
+
+	initialized := containersStarted(pod, rs)
+	s.InitContainerStatuses = containerStatuses(in, pod.Spec.InitContainers, rs, false, prev.InitContainerStatuses)
+	s.ContainerStatuses = containerStatuses(in, pod.Spec.Containers, rs, !initialized, prev.ContainerStatuses)
+	var eph []v1.Container
+	for i := range pod.Spec.EphemeralContainers {
+		eph = append(eph, v1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon))
+	}
+	s.EphemeralContainerStatuses = containerStatuses(in, eph, rs, false, prev.EphemeralContainerStatuses)
+
+	s.Phase = phase(pod, s.InitContainerStatuses, s.ContainerStatuses)
+	if prev.Phase == v1.PodSucceeded || prev.Phase == v1.PodFailed {
+		s.Phase = prev.Phase
+	}
+
+	if len(in.NodeIPs) > 0 {
+		s.HostIP = in.NodeIPs[0]
+		for _, ip := range in.NodeIPs {
+			s.HostIPs = append(s.HostIPs, v1.HostIP{IP: ip})
+		}
+	}
+	ips := rs.IPs
+	if pod.Spec.HostNetwork {
+		ips = in.NodeIPs
+	}
+	if len(ips) > 0 {
+		s.PodIP = ips[0]
+		for _, ip := range ips {
+			s.PodIPs = append(s.PodIPs, v1.PodIP{IP: ip})
+		}
+	}
+	s.StartTime = prev.StartTime
+	if s.StartTime == nil {
+		t := metav1.NewTime(in.Now)
+		s.StartTime = &t
+	}
+
+	sandboxReady := rs.ReadySandbox() != nil && (pod.Spec.HostNetwork || len(rs.IPs) > 0)
+	initDone := initContainersDone(pod, s.InitContainerStatuses)
+	containersReady := len(s.ContainerStatuses) > 0
+	for _, c := range s.ContainerStatuses {
+		containersReady = containersReady && c.Ready
+	}
+	terminal := s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed
+	ready := containersReady && !terminal && gatesPass(pod)
+	conds := []v1.PodCondition{
+		cond(v1.PodReadyToStartContainers, sandboxReady && !terminal, ""),
+		cond(v1.PodInitialized, initDone, reasonIf(!initDone, "ContainersNotInitialized")),
+		cond(v1.ContainersReady, containersReady && !terminal, reasonIf(!containersReady, "ContainersNotReady")),
+		cond(v1.PodReady, ready, reasonIf(!ready, readyReason(containersReady, terminal))),
+		cond(v1.PodScheduled, true, ""),
+	}
+	if terminal && prev.Phase != s.Phase {
+		// A pod that just finished: Initialized stays as it was.
+		conds[1] = cond(v1.PodInitialized, true, "")
+		for _, c := range prev.Conditions {
+			if c.Type == v1.PodInitialized {
+				conds[1].Status = c.Status
+			}
+		}
+	}
+	for i := range conds {
+		conds[i].LastTransitionTime = metav1.NewTime(in.Now)
+		for _, p := range prev.Conditions {
+			if p.Type == conds[i].Type && p.Status == conds[i].Status {
+				conds[i].LastTransitionTime = p.LastTransitionTime
+			}
+		}
+	}
+	s.Conditions = conds
+	return s
+}
+
+func reasonIf(b bool, r string) string {
+	if b {
+		return r
+	}
+	return ""
+}
+
+func readyReason(containersReady, terminal bool) string {
+	switch {
+	case terminal:
+		return "PodCompleted"
+	case !containersReady:
+		return "ContainersNotReady"
+	}
+	return "ReadinessGatesNotReady"
+}
+
+func cond(t v1.PodConditionType, ok bool, reason string) v1.PodCondition {
+	c := v1.PodCondition{Type: t, Status: v1.ConditionFalse, Reason: reason}
+	if ok {
+		c.Status = v1.ConditionTrue
+		c.Reason = ""
+	}
+	return c
+}
+
+// gatesPass reports whether every readiness gate's condition is True in
+// the pod's current status (set by others, such as controllers).
+func gatesPass(pod *v1.Pod) bool {
+	for _, g := range pod.Spec.ReadinessGates {
+		ok := false
+		for _, c := range pod.Status.Conditions {
+			if c.Type == g.ConditionType && c.Status == v1.ConditionTrue {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func isSidecar(c *v1.Container) bool { return podutil.IsRestartableInit(c) }
+
+// containersStarted reports whether a regular container has been
+// created, the sign that initialization is over.
+func containersStarted(pod *v1.Pod, rs *runtime.PodStatus) bool {
+	if len(pod.Spec.InitContainers) == 0 {
+		return true
+	}
+	for i := range pod.Spec.Containers {
+		if rs.FindContainerStatus(pod.Spec.Containers[i].Name) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// initContainersDone: every regular init container exited 0 and every
+// sidecar has started.
+func initContainersDone(pod *v1.Pod, statuses []v1.ContainerStatus) bool {
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		st := findStatus(statuses, c.Name)
+		if isSidecar(c) {
+			if st == nil || st.Started == nil || !*st.Started {
+				return false
+			}
+			continue
+		}
+		if st == nil || st.State.Terminated == nil || st.State.Terminated.ExitCode != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func findStatus(list []v1.ContainerStatus, name string) *v1.ContainerStatus {
+	for i := range list {
+		if list[i].Name == name {
+			return &list[i]
+		}
+	}
+	return nil
+}
+
+// phase is the kubelet's getPhase.
+func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus) v1.PodPhase {
+	pendingInit, failedInit := 0, 0
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		st := findStatus(inits, c.Name)
+		if isSidecar(c) {
+			if st == nil || st.Started == nil || !*st.Started {
+				pendingInit++
+			}
+			continue
+		}
+		switch {
+		case st == nil:
+			pendingInit++
+		case st.State.Running != nil:
+			pendingInit++
+		case st.State.Terminated != nil:
+			if st.State.Terminated.ExitCode != 0 {
+				failedInit++
+			}
+		case st.State.Waiting != nil:
+			if t := st.LastTerminationState.Terminated; t != nil && t.ExitCode != 0 {
+				failedInit++
+			} else {
+				pendingInit++
+			}
+		default:
+			pendingInit++
+		}
+	}
+	var unknown, running, waiting, stopped, succeeded int
+	for i := range pod.Spec.Containers {
+		st := findStatus(containers, pod.Spec.Containers[i].Name)
+		switch {
+		case st == nil:
+			unknown++
+		case st.State.Running != nil:
+			running++
+		case st.State.Terminated != nil:
+			stopped++
+			if st.State.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		case st.State.Waiting != nil:
+			if st.LastTerminationState.Terminated != nil {
+				stopped++
+			} else {
+				waiting++
+			}
+		default:
+			unknown++
+		}
+	}
+	if failedInit > 0 && pod.Spec.RestartPolicy == v1.RestartPolicyNever {
+		return v1.PodFailed
+	}
+	switch {
+	case pendingInit > 0, failedInit > 0:
+		return v1.PodPending
+	case waiting > 0:
+		return v1.PodPending
+	case running > 0 && unknown == 0:
+		return v1.PodRunning
+	case running == 0 && stopped > 0 && unknown == 0:
+		switch pod.Spec.RestartPolicy {
+		case v1.RestartPolicyAlways:
+			return v1.PodRunning
+		case v1.RestartPolicyOnFailure:
+			if stopped == succeeded {
+				return v1.PodSucceeded
+			}
+			return v1.PodRunning
+		}
+		if stopped == succeeded {
+			return v1.PodSucceeded
+		}
+		return v1.PodFailed
+	}
+	return v1.PodPending
+}

@@ -1,0 +1,5 @@
+package status_test
+
+import "runtime"
+
+func gosched() { runtime.Gosched() }
