@@ -1,0 +1,260 @@
+package pleg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// Defaults of Config, the kubelet's.
+const (
+	DefaultRelistPeriod    = time.Second
+	DefaultRelistThreshold = 3 * time.Minute
+	DefaultEventBuffer     = 1000
+)
+
+// Config configures a relisting generator.
+type Config struct {
+	// Runtime is observed. Required.
+	Runtime runtime.Runtime
+	// Cache is kept current. Required.
+	Cache *Cache
+	// RelistPeriod is the pause between two relists. Default 1s.
+	RelistPeriod time.Duration
+	// RelistThreshold: Healthy fails when no relist completed for this
+	// long. Default 3m.
+	RelistThreshold time.Duration
+	// EventBuffer is the Watch channel's capacity. Default 1000.
+	EventBuffer int
+	// Clock drives relists and health. Default: the real clock.
+	Clock clock.WithTicker
+	// Logger logs relist failures. Default: discard.
+	Logger logr.Logger
+	// Registerer receives the kubelet's PLEG metrics. Nil: not registered.
+	Registerer prometheus.Registerer
+}
+
+func (c *Config) defaults() error {
+	if c.Runtime == nil {
+		return errors.New("pleg: Config.Runtime is required")
+	}
+	if c.Cache == nil {
+		return errors.New("pleg: Config.Cache is required")
+	}
+	if c.RelistPeriod <= 0 {
+		c.RelistPeriod = DefaultRelistPeriod
+	}
+	if c.RelistThreshold <= 0 {
+		c.RelistThreshold = DefaultRelistThreshold
+	}
+	if c.EventBuffer <= 0 {
+		c.EventBuffer = DefaultEventBuffer
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Logger.GetSink() == nil {
+		c.Logger = logr.Discard()
+	}
+	return nil
+}
+
+// Generic is the relisting generator: every RelistPeriod it lists the
+// runtime's pods once, compares each container's and sandbox's state with
+// the previous relist, emits an event per change, and inspects in detail
+// (GetPodStatus) only the pods that changed, or whose last inspection
+// failed. A relist of unchanged pods costs the two CRI list calls and
+// nothing more.
+type Generic struct {
+	cfg     Config
+	events  chan *Event
+	metrics *metrics
+
+	// mu guards the fields below; relists are serialized by Run's loop
+	// and by relistMu.
+	relistMu   sync.Mutex
+	mu         sync.Mutex
+	lastRelist time.Time
+	records    map[types.UID]podRecord
+	reinspect  map[types.UID]bool
+}
+
+// podRecord is what the last relist saw of one pod.
+type podRecord struct {
+	name, namespace string
+	states          map[string]runtime.ContainerState // container or sandbox ID → state
+}
+
+var _ Generator = (*Generic)(nil)
+
+// NewGeneric returns a relisting generator.
+func NewGeneric(cfg Config) (*Generic, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	g := &Generic{
+		cfg:       cfg,
+		events:    make(chan *Event, cfg.EventBuffer),
+		metrics:   m,
+		records:   map[types.UID]podRecord{},
+		reinspect: map[types.UID]bool{},
+	}
+	return g, nil
+}
+
+// Watch implements Generator.
+func (g *Generic) Watch() <-chan *Event { return g.events }
+
+// Healthy implements Generator.
+func (g *Generic) Healthy() error {
+	g.mu.Lock()
+	last := g.lastRelist
+	g.mu.Unlock()
+	if last.IsZero() {
+		return nil // not started yet
+	}
+	if since := g.cfg.Clock.Since(last); since > g.cfg.RelistThreshold {
+		return fmt.Errorf("pleg: the last relist completed %v ago; threshold is %v", since.Round(time.Second), g.cfg.RelistThreshold)
+	}
+	return nil
+}
+
+// Run implements Generator: it relists at once and then every
+// RelistPeriod until ctx ends.
+func (g *Generic) Run(ctx context.Context) error {
+	t := g.cfg.Clock.NewTicker(g.cfg.RelistPeriod)
+	defer t.Stop()
+	for {
+		g.Relist(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+		}
+	}
+}
+
+// Relist observes the runtime once. Run calls it; tests and the evented
+// generator call it directly.
+func (g *Generic) Relist(ctx context.Context) {
+	g.relistMu.Lock()
+	defer g.relistMu.Unlock()
+	start := g.cfg.Clock.Now()
+	pods, err := g.cfg.Runtime.GetPods(ctx, true)
+	if err != nil {
+		if ctx.Err() == nil {
+			g.cfg.Logger.Error(err, "relisting pods")
+		}
+		return
+	}
+	g.mu.Lock()
+	g.lastRelist = start
+	old := g.records
+	reinspect := g.reinspect
+	g.mu.Unlock()
+
+	current := make(map[types.UID]podRecord, len(pods))
+	for _, p := range pods {
+		rec := podRecord{name: p.Name, namespace: p.Namespace, states: make(map[string]runtime.ContainerState, len(p.Containers)+len(p.Sandboxes))}
+		for _, c := range p.Sandboxes {
+			rec.states[c.ID.ID] = c.State
+		}
+		for _, c := range p.Containers {
+			rec.states[c.ID.ID] = c.State
+		}
+		current[p.ID] = rec
+	}
+
+	nextReinspect := map[types.UID]bool{}
+	var events []*Event
+	inspect := func(uid types.UID, rec podRecord) {
+		status, err := g.cfg.Runtime.GetPodStatus(ctx, uid, rec.name, rec.namespace)
+		if err != nil {
+			nextReinspect[uid] = true
+			if ctx.Err() == nil {
+				g.cfg.Logger.Error(err, "inspecting pod", "pod", rec.namespace+"/"+rec.name, "podUID", uid)
+			}
+		}
+		g.cfg.Cache.Set(uid, status, err, start)
+	}
+	for uid, rec := range current {
+		prev, known := old[uid]
+		podEvents := diff(uid, prev.states, rec.states)
+		events = append(events, podEvents...)
+		if !known || len(podEvents) > 0 || reinspect[uid] {
+			inspect(uid, rec)
+		}
+	}
+	for uid, prev := range old {
+		if _, ok := current[uid]; ok {
+			continue
+		}
+		events = append(events, diff(uid, prev.states, nil)...)
+		g.cfg.Cache.Delete(uid)
+	}
+	g.cfg.Cache.UpdateTime(start)
+
+	g.mu.Lock()
+	g.records = current
+	g.reinspect = nextReinspect
+	g.mu.Unlock()
+
+	for _, ev := range events {
+		select {
+		case g.events <- ev:
+		default:
+			g.metrics.discarded.Inc()
+		}
+	}
+	g.metrics.observe(start, g.cfg.Clock.Since(start), len(pods))
+}
+
+// diff turns one pod's container state changes into events, as the
+// kubelet's generateEvents does. The created state counts as unknown.
+func diff(uid types.UID, old, cur map[string]runtime.ContainerState) []*Event {
+	var out []*Event
+	for id, now := range cur {
+		before, had := old[id]
+		if had && norm(before) == norm(now) {
+			continue
+		}
+		switch norm(now) {
+		case runtime.ContainerStateRunning:
+			out = append(out, &Event{ID: uid, Type: ContainerStarted, Data: id})
+		case runtime.ContainerStateExited:
+			out = append(out, &Event{ID: uid, Type: ContainerDied, Data: id})
+		default:
+			out = append(out, &Event{ID: uid, Type: ContainerChanged, Data: id})
+		}
+	}
+	for id, before := range old {
+		if _, ok := cur[id]; ok {
+			continue
+		}
+		if norm(before) != runtime.ContainerStateExited {
+			out = append(out, &Event{ID: uid, Type: ContainerDied, Data: id})
+		}
+		out = append(out, &Event{ID: uid, Type: ContainerRemoved, Data: id})
+	}
+	return out
+}
+
+func norm(s runtime.ContainerState) runtime.ContainerState {
+	if s == runtime.ContainerStateCreated {
+		return runtime.ContainerStateUnknown
+	}
+	return s
+}

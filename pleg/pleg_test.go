@@ -1,0 +1,249 @@
+package pleg_test
+
+import (
+	"context"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/fakecri"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// counting wraps a runtime to count detailed inspections.
+type counting struct {
+	runtime.Runtime
+	inspections atomic.Int32
+}
+
+func (c *counting) GetPodStatus(ctx context.Context, uid types.UID, name, ns string) (*runtime.PodStatus, error) {
+	c.inspections.Add(1)
+	return c.Runtime.GetPodStatus(ctx, uid, name, ns)
+}
+
+type env struct {
+	t     *testing.T
+	clock *clocktesting.FakeClock
+	fake  *fakecri.Runtime
+	rt    *counting
+	cache *pleg.Cache
+	gen   *pleg.Generic
+	reg   *prometheus.Registry
+	ctx   context.Context
+}
+
+func newEnv(t *testing.T, buffer int) *env {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(t0)
+	fake, _ := fakecri.New(fakecri.Config{Clock: clk, Images: []string{"busybox:1.36"}})
+	inner, err := cri.New(cri.Config{RuntimeService: fake, ImageService: fake, PodLogsDir: t.TempDir(), PodsDir: t.TempDir(), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &counting{Runtime: inner}
+	cache := pleg.NewCache()
+	reg := prometheus.NewRegistry()
+	gen, err := pleg.NewGeneric(pleg.Config{Runtime: rt, Cache: cache, Clock: clk, EventBuffer: buffer, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, clock: clk, fake: fake, rt: rt, cache: cache, gen: gen, reg: reg, ctx: context.Background()}
+}
+
+func testPod(name string, env ...string) *v1.Pod {
+	c := v1.Container{Name: "c", Image: "busybox:1.36"}
+	for i := 0; i < len(env); i += 2 {
+		c.Env = append(c.Env, v1.EnvVar{Name: env[i], Value: env[i+1]})
+	}
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)},
+		Spec:       v1.PodSpec{RestartPolicy: v1.RestartPolicyNever, Containers: []v1.Container{c}},
+	}
+}
+
+// drain returns the buffered events as "type pod", sorted.
+func (e *env) drain() []string {
+	var out []string
+	for {
+		select {
+		case ev := <-e.gen.Watch():
+			out = append(out, string(ev.Type)+" "+string(ev.ID))
+		default:
+			sort.Strings(out)
+			return out
+		}
+	}
+}
+
+func TestRelistEvents(t *testing.T) {
+	e := newEnv(t, 100)
+	a := testPod("a", fakecri.EnvExitAfter, "10s", fakecri.EnvExitCode, "0")
+	if err := e.rt.SyncPod(e.ctx, a, nil).Error(); err != nil {
+		t.Fatal(err)
+	}
+	e.gen.Relist(e.ctx)
+	// The sandbox and the container started.
+	if diff := cmp.Diff([]string{"ContainerStarted uid-a", "ContainerStarted uid-a"}, e.drain()); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	st, err := e.cache.Get(a.UID)
+	if err != nil || st.FindContainerStatus("c") == nil || st.FindContainerStatus("c").State != runtime.ContainerStateRunning {
+		t.Fatalf("cache after the first relist: %+v %v", st, err)
+	}
+
+	// Nothing changed: no event and no inspection beyond the list.
+	before := e.rt.inspections.Load()
+	e.gen.Relist(e.ctx)
+	if got := e.drain(); len(got) != 0 || e.rt.inspections.Load() != before {
+		t.Errorf("an unchanged relist: events %v, %d inspections", got, e.rt.inspections.Load()-before)
+	}
+
+	e.clock.Step(10 * time.Second) // the container exits
+	e.gen.Relist(e.ctx)
+	if diff := cmp.Diff([]string{"ContainerDied uid-a"}, e.drain()); diff != "" {
+		t.Errorf("events after the exit (-want +got):\n%s", diff)
+	}
+	if st, _ := e.cache.Get(a.UID); st.FindContainerStatus("c").State != runtime.ContainerStateExited {
+		t.Error("the cache missed the exit")
+	}
+
+	// Everything removed: died for the sandbox, removed for both.
+	if err := e.rt.KillPod(e.ctx, a, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, sb := range mustStatus(t, e, a).SandboxStatuses {
+		if err := e.fake.RemovePodSandbox(e.ctx, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.gen.Relist(e.ctx)
+	if diff := cmp.Diff([]string{"ContainerDied uid-a", "ContainerRemoved uid-a", "ContainerRemoved uid-a"}, e.drain()); diff != "" {
+		t.Errorf("events after removal (-want +got):\n%s", diff)
+	}
+	if st, _ := e.cache.Get(a.UID); len(st.ContainerStatuses) != 0 {
+		t.Error("the cache kept a removed pod")
+	}
+}
+
+func mustStatus(t *testing.T, e *env, p *v1.Pod) *runtime.PodStatus {
+	t.Helper()
+	st, err := e.rt.GetPodStatus(e.ctx, p.UID, p.Name, p.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestRelistCostIsTheListForUnchangedPods(t *testing.T) {
+	e := newEnv(t, 1000)
+	for i := 0; i < 50; i++ {
+		p := testPod("p" + string(rune('a'+i%26)) + string(rune('a'+i/26)))
+		if err := e.rt.SyncPod(e.ctx, p, nil).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.gen.Relist(e.ctx)
+	e.fake.ResetCalls()
+	before := e.rt.inspections.Load()
+	for i := 0; i < 5; i++ {
+		e.gen.Relist(e.ctx)
+	}
+	if n := e.rt.inspections.Load() - before; n != 0 {
+		t.Errorf("%d inspections for 5 relists of 50 unchanged pods, want 0", n)
+	}
+	if diff := cmp.Diff(10, len(e.fake.Calls())); diff != "" {
+		t.Errorf("CRI calls for 5 relists (-want +got):\n%s (%v)", diff, e.fake.Calls())
+	}
+}
+
+func TestGetNewerThanWaitsForARelist(t *testing.T) {
+	e := newEnv(t, 100)
+	a := testPod("a")
+	if err := e.rt.SyncPod(e.ctx, a, nil).Error(); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *runtime.PodStatus, 1)
+	go func() {
+		st, _ := e.cache.GetNewerThan(e.ctx, a.UID, t0)
+		got <- st
+	}()
+	select {
+	case <-got:
+		t.Fatal("GetNewerThan returned before any observation")
+	default:
+	}
+	e.clock.Step(time.Second)
+	e.gen.Relist(e.ctx)
+	if st := <-got; st.FindContainerStatus("c") == nil {
+		t.Errorf("status after the relist: %+v", st)
+	}
+
+	// A context that ends unblocks the reader.
+	ctx, cancel := context.WithCancel(e.ctx)
+	cancel()
+	if _, err := e.cache.GetNewerThan(ctx, a.UID, e.clock.Now().Add(time.Hour)); err == nil {
+		t.Error("GetNewerThan with a cancelled context returned no error")
+	}
+}
+
+func TestHealthAndDroppedEvents(t *testing.T) {
+	e := newEnv(t, 1)
+	for _, name := range []string{"a", "b"} {
+		if err := e.rt.SyncPod(e.ctx, testPod(name), nil).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.gen.Relist(e.ctx) // 4 events, room for 1
+	if got := testutil.ToFloat64(counter(t, e.reg, "kubelet_pleg_discard_events")); got != 3 {
+		t.Errorf("discarded %v events, want 3", got)
+	}
+	if err := e.gen.Healthy(); err != nil {
+		t.Errorf("healthy right after a relist: %v", err)
+	}
+	e.clock.Step(3*time.Minute + time.Second)
+	if err := e.gen.Healthy(); err == nil {
+		t.Error("healthy 3 minutes after the last relist")
+	}
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "x"}, func() float64 { return mf.GetMetric()[0].GetCounter().GetValue() })
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return nil
+}
+
+func TestRunStopsWithContext(t *testing.T) {
+	e := newEnv(t, 10)
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- e.gen.Run(ctx) }()
+	cancel()
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
+}
