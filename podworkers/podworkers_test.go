@@ -1,0 +1,353 @@
+package podworkers_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodekit/nodekit/podworkers"
+	"github.com/nodekit/nodekit/runtime"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// call is one handler call.
+type call struct {
+	kind  string // sync, terminating, runtime, terminated
+	uid   types.UID
+	typ   podworkers.UpdateType
+	grace int64
+	image string // of the first container, to tell specs apart
+}
+
+// handler records calls on a channel; a call blocks while gate holds a
+// token for it (block(uid)).
+type handler struct {
+	calls    chan call
+	mu       sync.Mutex
+	gates    map[types.UID]chan struct{}
+	terminal map[types.UID]bool
+	fail     map[string]int // kind → failures left
+}
+
+func newHandler() *handler {
+	return &handler{calls: make(chan call, 100), gates: map[types.UID]chan struct{}{}, terminal: map[types.UID]bool{}, fail: map[string]int{}}
+}
+
+func (h *handler) block(uid types.UID) chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g := make(chan struct{})
+	h.gates[uid] = g
+	return g
+}
+
+func (h *handler) record(ctx context.Context, c call) error {
+	h.mu.Lock()
+	g := h.gates[c.uid]
+	h.mu.Unlock()
+	h.calls <- c
+	if g != nil {
+		select {
+		case <-g:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.fail[c.kind] > 0 {
+		h.fail[c.kind]--
+		return errors.New("injected")
+	}
+	return nil
+}
+
+func image(pod *v1.Pod) string {
+	if pod == nil || len(pod.Spec.Containers) == 0 {
+		return ""
+	}
+	return pod.Spec.Containers[0].Image
+}
+
+func (h *handler) SyncPod(ctx context.Context, t podworkers.UpdateType, pod *v1.Pod, _ *runtime.PodStatus) (bool, error) {
+	err := h.record(ctx, call{kind: "sync", uid: pod.UID, typ: t, image: image(pod)})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.terminal[pod.UID], err
+}
+
+func (h *handler) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, _ *runtime.PodStatus, grace int64) error {
+	return h.record(ctx, call{kind: "terminating", uid: pod.UID, grace: grace, image: image(pod)})
+}
+
+func (h *handler) SyncTerminatingRuntimePod(ctx context.Context, p *runtime.Pod) error {
+	return h.record(ctx, call{kind: "runtime", uid: p.ID})
+}
+
+func (h *handler) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, _ *runtime.PodStatus) error {
+	return h.record(ctx, call{kind: "terminated", uid: pod.UID})
+}
+
+type cache struct{}
+
+func (cache) GetNewerThan(_ context.Context, uid types.UID, _ time.Time) (*runtime.PodStatus, error) {
+	return &runtime.PodStatus{ID: uid}, nil
+}
+
+type env struct {
+	t     *testing.T
+	h     *handler
+	pw    *podworkers.PodWorkers
+	clock *clocktesting.FakeClock
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	h := newHandler()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	pw, err := podworkers.New(podworkers.Config{Handler: h, Cache: cache{}, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- pw.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return &env{t: t, h: h, pw: pw, clock: clk}
+}
+
+func (e *env) next() call {
+	e.t.Helper()
+	select {
+	case c := <-e.h.calls:
+		return c
+	case <-time.After(10 * time.Second):
+		e.t.Fatal("no handler call within 10s")
+		return call{}
+	}
+}
+
+// quiet checks that no call is pending, after letting workers run.
+func (e *env) quiet() {
+	e.t.Helper()
+	for i := 0; i < 200; i++ {
+		goschedHelper()
+	}
+	select {
+	case c := <-e.h.calls:
+		e.t.Fatalf("unexpected call %+v", c)
+	default:
+	}
+}
+
+func pod(name, img string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)},
+		Spec:       v1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](30), Containers: []v1.Container{{Name: "c", Image: img}}},
+	}
+}
+
+func TestUpdatesCoalesceWhileASyncRuns(t *testing.T) {
+	e := newEnv(t)
+	p := pod("a", "v1")
+	gate := e.h.block(p.UID)
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	if c := e.next(); c.kind != "sync" || c.typ != podworkers.SyncPodCreate {
+		t.Fatalf("first call %+v", c)
+	}
+	for _, img := range []string{"v2", "v3", "v4"} {
+		e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodUpdate, Pod: pod("a", img)})
+	}
+	gate <- struct{}{}
+	if c := e.next(); c.kind != "sync" || c.image != "v4" || c.typ != podworkers.SyncPodUpdate {
+		t.Errorf("after three updates during a sync: %+v, want one sync with v4", c)
+	}
+	close(gate)
+	e.quiet()
+}
+
+func TestLifecycleAndNoRestart(t *testing.T) {
+	e := newEnv(t)
+	p := pod("a", "v1")
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	e.next()
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
+	if c := e.next(); c.kind != "terminating" || c.grace != 30 {
+		t.Fatalf("after kill: %+v, want terminating with the spec's 30s", c)
+	}
+	if c := e.next(); c.kind != "terminated" {
+		t.Fatalf("then %+v, want terminated", c)
+	}
+	if !e.pw.IsPodTerminationRequested(p.UID) {
+		t.Error("termination not recorded")
+	}
+	// The UID never syncs again.
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodUpdate, Pod: p})
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	e.quiet()
+	waitFor(t, func() bool { return e.pw.ShouldPodContentBeRemoved(p.UID) })
+}
+
+func TestGracePeriodOnlyShortens(t *testing.T) {
+	e := newEnv(t)
+	p := pod("a", "v1")
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	e.next()
+	gate := e.h.block(p.UID)
+	e.h.mu.Lock()
+	e.h.fail["terminating"] = 1
+	e.h.mu.Unlock()
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p, Kill: &podworkers.KillPodOptions{GracePeriodOverride: ptr.To[int64](10)}})
+	if c := e.next(); c.kind != "terminating" || c.grace != 10 {
+		t.Fatalf("%+v, want terminating with 10s", c)
+	}
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p, Kill: &podworkers.KillPodOptions{GracePeriodOverride: ptr.To[int64](5)}})
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p, Kill: &podworkers.KillPodOptions{GracePeriodOverride: ptr.To[int64](60)}})
+	close(gate) // the first attempt fails; the retry uses the shortest grace
+	if c := e.next(); c.kind != "terminating" || c.grace != 5 {
+		t.Fatalf("retry %+v, want terminating with 5s", c)
+	}
+	if c := e.next(); c.kind != "terminated" {
+		t.Fatalf("%+v, want terminated", c)
+	}
+}
+
+func TestTerminalPhaseTerminates(t *testing.T) {
+	e := newEnv(t)
+	p := pod("job", "v1")
+	e.h.terminal[p.UID] = true
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	for _, want := range []string{"sync", "terminating", "terminated"} {
+		if c := e.next(); c.kind != want {
+			t.Fatalf("%+v, want %s", c, want)
+		}
+	}
+}
+
+func TestOrphanedRuntimePod(t *testing.T) {
+	e := newEnv(t)
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{RunningPod: &runtime.Pod{ID: "orphan", Name: "x", Namespace: "ns"}})
+	if c := e.next(); c.kind != "runtime" || c.uid != "orphan" {
+		t.Fatalf("%+v, want the runtime pod terminated", c)
+	}
+	e.quiet()
+}
+
+func TestOneStaticPodPerName(t *testing.T) {
+	e := newEnv(t)
+	static := func(uid, img string) *v1.Pod {
+		p := pod("web-node", img)
+		p.UID = types.UID(uid)
+		p.Annotations = map[string]string{"kubernetes.io/config.source": "file"}
+		return p
+	}
+	old, replacement := static("old", "v1"), static("new", "v2")
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: old})
+	e.next()
+	gate := e.h.block(old.UID)
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: old})
+	if c := e.next(); c.kind != "terminating" {
+		t.Fatalf("%+v", c)
+	}
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: replacement})
+	e.quiet() // the replacement waits while the old pod terminates
+	close(gate)
+	seen := map[string]bool{}
+	for i := 0; i < 2; i++ {
+		c := e.next()
+		seen[c.kind+" "+string(c.uid)] = true
+	}
+	if !seen["terminated old"] || !seen["sync new"] {
+		t.Errorf("calls %v, want the old pod terminated and then the new one synced", seen)
+	}
+}
+
+func TestSyncKnownPodsKillsOrphansOfTheConfig(t *testing.T) {
+	e := newEnv(t)
+	a, b := pod("a", "v1"), pod("b", "v1")
+	for _, p := range []*v1.Pod{a, b} {
+		e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+		e.next()
+	}
+	states := e.pw.SyncKnownPods([]*v1.Pod{a})
+	if states[b.UID] != podworkers.Terminating {
+		t.Errorf("b is %v, want terminating", states[b.UID])
+	}
+	for _, want := range []string{"terminating", "terminated"} {
+		if c := e.next(); c.kind != want || c.uid != b.UID {
+			t.Fatalf("%+v, want %s of b", c, want)
+		}
+	}
+	waitFor(t, func() bool { return e.pw.ShouldPodContentBeRemoved(b.UID) })
+	if states := e.pw.SyncKnownPods([]*v1.Pod{a}); len(states) != 1 {
+		t.Errorf("states %v, want the finished b forgotten", states)
+	}
+}
+
+func TestFailedSyncIsDueAfterBackOff(t *testing.T) {
+	e := newEnv(t)
+	p := pod("a", "v1")
+	e.h.fail["sync"] = 1
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	e.next()
+	waitFor(t, func() bool { st, ok := e.pw.PodState(p.UID); return ok && st == podworkers.Syncing })
+	if due := e.pw.Due(e.clock.Now()); len(due) != 0 {
+		t.Errorf("due at once after a failure: %v", due)
+	}
+	e.clock.Step(10 * time.Second)
+	var due []types.UID
+	waitFor(t, func() bool { due = e.pw.Due(e.clock.Now()); return len(due) == 1 })
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p})
+	if c := e.next(); c.kind != "sync" || c.typ != podworkers.SyncPodSync {
+		t.Errorf("retry %+v", c)
+	}
+	// After a success the pod is due again after the resync interval.
+	e.clock.Step(59 * time.Second)
+	if due := e.pw.Due(e.clock.Now()); len(due) != 0 {
+		t.Errorf("due before the resync interval: %v", due)
+	}
+	e.clock.Step(time.Second)
+	waitFor(t, func() bool { return len(e.pw.Due(e.clock.Now())) == 1 })
+}
+
+func TestManyPods(t *testing.T) {
+	e := newEnv(t)
+	for i := 0; i < 50; i++ {
+		e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: pod(fmt.Sprint("p", i), "v1")})
+	}
+	seen := map[types.UID]bool{}
+	for i := 0; i < 50; i++ {
+		seen[e.next().uid] = true
+	}
+	if len(seen) != 50 {
+		t.Errorf("%d pods synced, want 50", len(seen))
+	}
+}
+
+// waitFor yields until cond holds, failing after 10s of wall time.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		goschedHelper()
+	}
+}

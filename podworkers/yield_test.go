@@ -1,0 +1,5 @@
+package podworkers_test
+
+import "runtime"
+
+func goschedHelper() { runtime.Gosched() }
