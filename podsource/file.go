@@ -1,0 +1,150 @@
+package podsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+)
+
+// FileConfig configures a manifest directory source.
+type FileConfig struct {
+	// Dir holds one pod manifest (YAML or JSON) per file; files whose
+	// names start with "." are ignored. Required.
+	Dir string
+	// NodeName suffixes pod names and feeds the UIDs. Required.
+	NodeName string
+	// Period is how often the directory is re-read besides change
+	// notifications. Default 20s, the kubelet's fileCheckFrequency.
+	Period time.Duration
+	Clock  clock.WithTicker
+	Logger logr.Logger
+	Events EventFunc
+}
+
+// File is the static pod source of a manifest directory. It sends a SET
+// of all valid pods at start and after every change: a file that does not
+// parse or validate gets a warning event and a log line naming the file
+// and the field, and is left out; the other files are unaffected.
+type File struct {
+	cfg FileConfig
+}
+
+// NewFile returns a directory source.
+func NewFile(cfg FileConfig) (*File, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("podsource: FileConfig.Dir is required")
+	}
+	if cfg.NodeName == "" {
+		return nil, errors.New("podsource: FileConfig.NodeName is required")
+	}
+	if cfg.Period <= 0 {
+		cfg.Period = 20 * time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger.GetSink() == nil {
+		cfg.Logger = logr.Discard()
+	}
+	if cfg.Events == nil {
+		cfg.Events = func(*v1.Pod, string, string, string) {}
+	}
+	return &File{cfg: cfg}, nil
+}
+
+// Name implements Source.
+func (f *File) Name() string { return SourceFile }
+
+// Run implements Source. Changes are picked up through fsnotify when it
+// works, and by the periodic re-read in any case.
+func (f *File) Run(ctx context.Context, out chan<- Update) error {
+	var events <-chan fsnotify.Event
+	if w, err := fsnotify.NewWatcher(); err == nil {
+		defer w.Close()
+		if err := w.Add(f.cfg.Dir); err == nil {
+			events = w.Events
+		} else {
+			f.cfg.Logger.V(2).Info("watching the manifest directory failed; polling only", "dir", f.cfg.Dir, "err", err)
+		}
+	}
+	tick := f.cfg.Clock.NewTicker(f.cfg.Period)
+	defer tick.Stop()
+	last := ""
+	send := func() {
+		pods, fingerprint := f.scan()
+		if fingerprint == last {
+			return
+		}
+		last = fingerprint
+		select {
+		case out <- Update{Op: SET, Pods: pods, Source: SourceFile}:
+		case <-ctx.Done():
+		}
+	}
+	send()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-events:
+		case <-tick.C():
+		}
+		send()
+	}
+}
+
+// scan reads every manifest and returns the valid pods and a fingerprint
+// of the set (UIDs in order).
+func (f *File) scan() ([]*v1.Pod, string) {
+	entries, err := os.ReadDir(f.cfg.Dir)
+	if err != nil {
+		f.cfg.Logger.Error(err, "reading the manifest directory", "dir", f.cfg.Dir)
+		return nil, "error"
+	}
+	seen := f.cfg.Clock.Now()
+	var pods []*v1.Pod
+	var uids []string
+	for _, e := range entries {
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		path := filepath.Join(f.cfg.Dir, e.Name())
+		pod, err := f.load(path, seen)
+		if err != nil {
+			msg := fmt.Sprintf("manifest %s: %v", path, err)
+			f.cfg.Logger.Error(err, "skipping an invalid manifest", "file", path)
+			f.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", msg)
+			uids = append(uids, "bad:"+path+":"+err.Error())
+			continue
+		}
+		pods = append(pods, pod)
+		uids = append(uids, string(pod.UID))
+	}
+	sort.Strings(uids)
+	return pods, strings.Join(uids, ",")
+}
+
+func (f *File) load(path string, seen time.Time) (*v1.Pod, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pods, err := decode(data, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := makeStatic(pods[0], SourceFile, path, f.cfg.NodeName, seen); err != nil {
+		return nil, err
+	}
+	return pods[0], nil
+}

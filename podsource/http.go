@@ -1,0 +1,140 @@
+package podsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+)
+
+// maxManifestBytes bounds what an HTTP source reads.
+const maxManifestBytes = 10 << 20
+
+// HTTPConfig configures a URL source.
+type HTTPConfig struct {
+	// URL serves a Pod or a PodList, YAML or JSON. Required.
+	URL string
+	// Header is sent with every request.
+	Header http.Header
+	// NodeName suffixes pod names and feeds the UIDs. Required.
+	NodeName string
+	// Period is the poll interval. Default 20s.
+	Period time.Duration
+	// Client does the requests. Default: a client with a 10s timeout.
+	Client *http.Client
+	Clock  clock.WithTicker
+	Logger logr.Logger
+	Events EventFunc
+}
+
+// HTTP polls a URL for pod manifests and sends a SET whenever the set
+// changes. A failed fetch keeps the last pods; an invalid pod in a list
+// is left out with an event naming it and the field.
+type HTTP struct {
+	cfg HTTPConfig
+}
+
+// NewHTTP returns a URL source.
+func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("podsource: HTTPConfig.URL is required")
+	}
+	if cfg.NodeName == "" {
+		return nil, errors.New("podsource: HTTPConfig.NodeName is required")
+	}
+	if cfg.Period <= 0 {
+		cfg.Period = 20 * time.Second
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: 10 * time.Second}
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger.GetSink() == nil {
+		cfg.Logger = logr.Discard()
+	}
+	if cfg.Events == nil {
+		cfg.Events = func(*v1.Pod, string, string, string) {}
+	}
+	return &HTTP{cfg: cfg}, nil
+}
+
+// Name implements Source.
+func (h *HTTP) Name() string { return SourceHTTP }
+
+// Run implements Source.
+func (h *HTTP) Run(ctx context.Context, out chan<- Update) error {
+	tick := h.cfg.Clock.NewTicker(h.cfg.Period)
+	defer tick.Stop()
+	last := "unset"
+	for {
+		pods, fingerprint, err := h.fetch(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				h.cfg.Logger.Error(err, "fetching pod manifests", "url", h.cfg.URL)
+			}
+		} else if fingerprint != last {
+			last = fingerprint
+			select {
+			case out <- Update{Op: SET, Pods: pods, Source: SourceHTTP}:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C():
+		}
+	}
+}
+
+func (h *HTTP) fetch(ctx context.Context) ([]*v1.Pod, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.cfg.URL, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	for k, vs := range h.cfg.Header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	resp, err := h.cfg.Client.Do(req)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, "", fmt.Errorf("%s: HTTP status %d", h.cfg.URL, resp.StatusCode)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxManifestBytes))
+	if err != nil {
+		return nil, "", err
+	}
+	decoded, err := decode(data, true)
+	if err != nil {
+		h.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", fmt.Sprintf("manifest %s: %v", h.cfg.URL, err))
+		return nil, "", fmt.Errorf("%s: %w", h.cfg.URL, err)
+	}
+	seen := h.cfg.Clock.Now()
+	var pods []*v1.Pod
+	fingerprint := ""
+	for i, pod := range decoded {
+		origin := fmt.Sprintf("%s#%d", h.cfg.URL, i)
+		if err := makeStatic(pod, SourceHTTP, origin, h.cfg.NodeName, seen); err != nil {
+			h.cfg.Logger.Error(err, "skipping an invalid pod", "url", h.cfg.URL, "item", i)
+			h.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", fmt.Sprintf("manifest %s item %d (%s): %v", h.cfg.URL, i, pod.Name, err))
+			continue
+		}
+		pods = append(pods, pod)
+		fingerprint += string(pod.UID) + ","
+	}
+	return pods, fingerprint, nil
+}
