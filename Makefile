@@ -8,7 +8,7 @@ GO ?= go
 .PHONY: run test check unit e2e bench
 
 run:
-	$(GO) run ./examples/harness
+	$(GO) run ./examples/standalone
 
 test: check unit e2e
 

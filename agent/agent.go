@@ -1,0 +1,276 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/podworkers"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/status"
+	"github.com/nodekit/nodekit/syncloop"
+)
+
+// Agent is a node agent: it runs the pods its sources describe on its
+// runtime, keeps their statuses, and serves /healthz, /pods and /metrics.
+type Agent struct {
+	cfg     Config
+	log     logr.Logger
+	rt      runtime.Runtime
+	merger  *podsource.Merger
+	cache   *pleg.Cache
+	pleg    *pleg.Generic
+	workers *podworkers.PodWorkers
+	status  *status.Manager
+	loop    *syncloop.Loop
+	metrics *metrics
+
+	ready chan struct{} // closed once the HTTP listener is up (or not needed)
+	addr  string        // the address actually listened on
+
+	// mu guards pods, reasons and rtErr.
+	mu      sync.Mutex
+	pods    map[types.UID]*v1.Pod // the desired pods, by UID
+	reasons map[types.UID]map[string]status.Reason
+	rtErr   error // the runtime's last Status verdict
+}
+
+// New builds an agent from cfg. It does no I/O and starts nothing.
+func New(cfg Config) (*Agent, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	a := &Agent{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		ready:   make(chan struct{}),
+		pods:    map[types.UID]*v1.Pod{},
+		reasons: map[types.UID]map[string]status.Reason{},
+	}
+	a.rt = cfg.Runtime
+	if a.rt == nil {
+		c := cfg.CRI
+		c.RuntimeService, c.ImageService = cfg.RuntimeService, cfg.ImageService
+		c.Clock, c.Logger, c.Events = cfg.Clock, cfg.Logger.WithName("runtime"), cfg.Events
+		if c.NodeName == "" {
+			c.NodeName = cfg.NodeName
+		}
+		if len(c.NodeIPs) == 0 {
+			c.NodeIPs = cfg.NodeIPs
+		}
+		rt, err := cri.New(c)
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		a.rt = rt
+	}
+	var err error
+	if a.merger, err = podsource.NewMerger(podsource.MergerConfig{Sources: cfg.Sources, Logger: cfg.Logger.WithName("podsource")}); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	a.cache = pleg.NewCache()
+	if a.pleg, err = pleg.NewGeneric(pleg.Config{
+		Runtime: a.rt, Cache: a.cache, RelistPeriod: cfg.RelistPeriod,
+		Clock: cfg.Clock, Logger: cfg.Logger.WithName("pleg"), Registerer: cfg.Registry,
+	}); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if a.workers, err = podworkers.New(podworkers.Config{
+		Handler: a, Cache: a.cache, ResyncInterval: cfg.ResyncInterval, BackOffPeriod: cfg.BackOffPeriod,
+		Clock: cfg.Clock, Logger: cfg.Logger.WithName("podworkers"),
+	}); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	a.status = status.New(status.Config{Sink: cfg.StatusSink, Clock: cfg.Clock, Logger: cfg.Logger.WithName("status")})
+	if a.loop, err = syncloop.New(syncloop.Config{
+		Handler: a, Updates: a.merger.Updates(), Events: a.pleg.Watch(), Due: a.workers.Due, Lookup: a.lookup,
+		HousekeepingPeriod: cfg.HousekeepingPeriod, Clock: cfg.Clock, Logger: cfg.Logger.WithName("syncloop"),
+	}); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if a.metrics, err = newMetrics(cfg.Registry, a); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	return a, nil
+}
+
+// Run runs every part until ctx ends or one fails; the first failure
+// stops the others. It returns when all of them have stopped. Pods are
+// left running in the runtime, as the kubelet leaves them.
+func (a *Agent) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	if a.cfg.Listen != "" {
+		lis, err := net.Listen("tcp", a.cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("agent: listen on %s: %w", a.cfg.Listen, err)
+		}
+		a.addr = lis.Addr().String()
+		srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		g.Go(func() error {
+			if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("agent: serve: %w", err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return srv.Shutdown(sctx)
+		})
+	}
+	close(a.ready)
+	// In dependency order: the runtime is checked, the status manager and
+	// the workers run before anything feeds them.
+	a.checkRuntime(ctx)
+	g.Go(func() error { return a.status.Run(ctx) })
+	g.Go(func() error { return a.workers.Run(ctx) })
+	g.Go(func() error { return a.pleg.Run(ctx) })
+	g.Go(func() error { return a.loop.Run(ctx) })
+	g.Go(func() error { return a.merger.Run(ctx) })
+	g.Go(func() error {
+		t := a.cfg.Clock.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C():
+				a.checkRuntime(ctx)
+			}
+		}
+	})
+	return g.Wait()
+}
+
+// Addr returns the address the HTTP server listens on, once Run started
+// it ("" without a server).
+func (a *Agent) Addr() string {
+	<-a.ready
+	return a.addr
+}
+
+func (a *Agent) checkRuntime(ctx context.Context) {
+	st, err := a.rt.Status(ctx)
+	if err == nil {
+		err = st.Ready()
+	}
+	a.mu.Lock()
+	a.rtErr = err
+	a.mu.Unlock()
+}
+
+// Healthy reports whether the runtime is ready and the PLEG is current.
+func (a *Agent) Healthy() error {
+	a.mu.Lock()
+	rtErr := a.rtErr
+	a.mu.Unlock()
+	return errors.Join(rtErr, a.pleg.Healthy())
+}
+
+// Pods returns the pods the agent runs, with their latest statuses, as
+// the kubelet's /pods does.
+func (a *Agent) Pods() []*v1.Pod {
+	a.mu.Lock()
+	want := make(map[types.UID]*v1.Pod, len(a.pods))
+	for uid, p := range a.pods {
+		want[uid] = p
+	}
+	a.mu.Unlock()
+	var out []*v1.Pod
+	known := map[types.UID]bool{}
+	for _, p := range a.status.Pods() {
+		if spec, ok := want[p.UID]; ok {
+			pod := spec.DeepCopy()
+			pod.Status = p.Status
+			out = append(out, pod)
+			known[p.UID] = true
+		}
+	}
+	for uid, p := range want {
+		if !known[uid] {
+			out = append(out, p.DeepCopy()) // not synced yet
+		}
+	}
+	return out
+}
+
+// Handler serves /healthz ("ok", or 500 with the reason), /pods (a
+// v1.PodList) and /metrics (Prometheus text from the agent's registry).
+func (a *Agent) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := a.Healthy(); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	mux.HandleFunc("/pods", func(w http.ResponseWriter, _ *http.Request) {
+		list := v1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}}
+		for _, p := range a.Pods() {
+			list.Items = append(list.Items, *p)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(&list)
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(a.cfg.Registry, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func (a *Agent) lookup(uid types.UID) (*v1.Pod, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p, ok := a.pods[uid]
+	return p, ok
+}
+
+// metrics are the agent's own, by the kubelet's names.
+type metrics struct {
+	startDuration prometheus.Histogram
+}
+
+func newMetrics(reg *prometheus.Registry, a *Agent) (*metrics, error) {
+	m := &metrics{
+		startDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Subsystem: "kubelet", Name: "pod_start_duration_seconds",
+			Help:    "Duration in seconds from the agent seeing a pod for the first time to the pod starting to run.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+		}),
+	}
+	running := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Subsystem: "kubelet", Name: "running_pods", Help: "Number of pods that have a running pod sandbox.",
+	}, func() float64 {
+		n := 0
+		for _, p := range a.status.Pods() {
+			for _, c := range p.Status.Conditions {
+				if c.Type == v1.PodReadyToStartContainers && c.Status == v1.ConditionTrue {
+					n++
+				}
+			}
+		}
+		return float64(n)
+	})
+	for _, c := range []prometheus.Collector{m.startDuration, running} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,131 @@
+package agent
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	criapi "k8s.io/cri-api/pkg/apis"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/status"
+)
+
+// Config configures an Agent. Every part is replaceable; the zero value
+// of each field is the documented default.
+type Config struct {
+	// NodeName names the node: static pods are suffixed with it. Default:
+	// the host name, lower-cased.
+	NodeName string
+	// NodeIPs are the node's addresses, for status.hostIP and the pod IPs
+	// of host-network pods. Default: none.
+	NodeIPs []string
+
+	// Runtime runs the pods. Default: runtime/cri over RuntimeService and
+	// ImageService, which are then required.
+	Runtime        runtime.Runtime
+	RuntimeService criapi.RuntimeService
+	ImageService   criapi.ImageManagerService
+	// CRI configures the default runtime (log and pod directories,
+	// back-offs, DNS...); its service, clock, logger and event fields are
+	// filled by the agent.
+	CRI cri.Config
+
+	// Sources provide the pods. At least one is required: a
+	// podsource.File for static pods, a podsource.HTTP, a
+	// podsource.Channel, or the kube package's API-server source.
+	Sources []podsource.Source
+
+	// StatusSink receives pod statuses. Default: none (statuses are served
+	// on /pods only).
+	StatusSink status.Sink
+
+	// RelistPeriod is the PLEG's relist period. Default 1s.
+	RelistPeriod time.Duration
+	// ResyncInterval is how often every pod is synced without an event.
+	// Default 1m.
+	ResyncInterval time.Duration
+	// BackOffPeriod is how soon a failed sync is retried. Default 10s.
+	BackOffPeriod time.Duration
+	// HousekeepingPeriod is how often orphans, statuses and dead
+	// containers are cleaned up. Default 2s.
+	HousekeepingPeriod time.Duration
+	// GCPolicy bounds dead containers. Default: one dead instance per pod
+	// container, no node limit, no minimum age.
+	GCPolicy *runtime.GCPolicy
+
+	// Listen is the HTTP address of /healthz, /pods and /metrics
+	// ("127.0.0.1:10255"). Empty: no server (Handler still serves them).
+	Listen string
+	// Registry receives the agent's metrics and is served on /metrics.
+	// Default: a private registry (never the global one).
+	Registry *prometheus.Registry
+
+	Clock  clock.WithTickerAndDelayedExecution
+	Logger logr.Logger
+	// Events receives events about pods (pod nil: about a manifest).
+	// Default: logged at V(0) for warnings and V(2) otherwise.
+	Events func(pod *v1.Pod, typ, reason, message string)
+}
+
+func (c *Config) defaults() error {
+	if c.NodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return errors.New("agent: Config.NodeName is empty and the host name is unknown")
+		}
+		c.NodeName = strings.ToLower(h)
+	}
+	if c.Runtime == nil && (c.RuntimeService == nil || c.ImageService == nil) {
+		return errors.New("agent: Config.Runtime, or Config.RuntimeService and Config.ImageService, are required")
+	}
+	if len(c.Sources) == 0 {
+		return errors.New("agent: Config.Sources is empty")
+	}
+	if c.RelistPeriod <= 0 {
+		c.RelistPeriod = time.Second
+	}
+	if c.ResyncInterval <= 0 {
+		c.ResyncInterval = time.Minute
+	}
+	if c.BackOffPeriod <= 0 {
+		c.BackOffPeriod = 10 * time.Second
+	}
+	if c.HousekeepingPeriod <= 0 {
+		c.HousekeepingPeriod = 2 * time.Second
+	}
+	if c.GCPolicy == nil {
+		c.GCPolicy = &runtime.GCPolicy{MaxPerPodContainer: 1, MaxContainers: -1}
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Logger.GetSink() == nil {
+		c.Logger = logr.Discard()
+	}
+	if c.Events == nil {
+		log := c.Logger
+		c.Events = func(pod *v1.Pod, typ, reason, msg string) {
+			kv := []any{"reason", reason, "message", msg}
+			if pod != nil {
+				kv = append(kv, "pod", pod.Namespace+"/"+pod.Name)
+			}
+			if typ == v1.EventTypeWarning {
+				log.Info("warning event", kv...)
+			} else {
+				log.V(2).Info("event", kv...)
+			}
+		}
+	}
+	return nil
+}

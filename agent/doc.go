@@ -1,0 +1,40 @@
+// Package agent composes nodekit's parts into a working node agent:
+//
+//	podsource.Merger ──▶ syncloop ◀── pleg (relist) ◀── runtime
+//	                        │
+//	                        ▼
+//	                   podworkers ──▶ Agent.SyncPod: status.Generate → status.Manager
+//	                                                 → runtime.SyncPod
+//
+// New builds every part from Config, whose zero fields are documented
+// defaults: runtime/cri over the given CRI services (or any
+// runtime.Runtime), the generic PLEG (1 s relist), pod workers (1 min
+// resync, 10 s back-off), a status manager pushing to Config.StatusSink,
+// housekeeping every 2 s, and a private Prometheus registry. Run starts
+// them in dependency order under one errgroup: the first fatal error
+// stops the rest, and Run returns once every goroutine has.
+//
+// What the agent does with each pod, as the kubelet does:
+//   - each sync first computes the pod's status from the runtime's newest
+//     observation, then calls Runtime.SyncPod; failures of this sync
+//     become the containers' waiting reasons (ErrImagePull,
+//     CrashLoopBackOff...) at once;
+//   - a pod that reaches Succeeded or Failed is terminated (its sandbox
+//     stopped); a pod removed from its source is killed within its grace
+//     period; a changed static manifest is a new pod, started once the
+//     old one has terminated;
+//   - housekeeping reconciles the workers with the desired pods, kills
+//     runtime pods no source wants (only once every source has been
+//     seen), forgets finished pods' statuses and collects dead containers
+//     (runtime.GarbageCollector);
+//   - a new agent adopts what is already running: pods carry stable UIDs
+//     and the runtime keeps the kubelet's labels, so nothing is created
+//     twice or restarted.
+//
+// Handler serves /healthz (runtime ready and PLEG current), /pods (a
+// v1.PodList with statuses, as the kubelet's /pods) and /metrics; with
+// Config.Listen set, Run serves them itself.
+//
+// Not here yet: admission (eviction, resources), probes, volumes, mirror
+// pods and the API server; they come with their packages.
+package agent

@@ -1,0 +1,203 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/podworkers"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/status"
+)
+
+var (
+	_ podworkers.SyncHandler = (*Agent)(nil)
+)
+
+// HandlePodAdditions implements syncloop.Handler.
+func (a *Agent) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
+	a.mu.Lock()
+	for _, p := range pods {
+		a.pods[p.UID] = p
+	}
+	a.mu.Unlock()
+	for _, p := range pods {
+		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	}
+}
+
+// HandlePodUpdates implements syncloop.Handler.
+func (a *Agent) HandlePodUpdates(_ context.Context, pods []*v1.Pod) {
+	a.mu.Lock()
+	for _, p := range pods {
+		a.pods[p.UID] = p
+	}
+	a.mu.Unlock()
+	for _, p := range pods {
+		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodUpdate, Pod: p})
+	}
+}
+
+// HandlePodRemoves implements syncloop.Handler: the pods are terminated.
+func (a *Agent) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
+	a.mu.Lock()
+	for _, p := range pods {
+		delete(a.pods, p.UID)
+	}
+	a.mu.Unlock()
+	for _, p := range pods {
+		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
+	}
+}
+
+// HandlePodReconcile implements syncloop.Handler.
+func (a *Agent) HandlePodReconcile(ctx context.Context, pods []*v1.Pod) {
+	a.mu.Lock()
+	for _, p := range pods {
+		a.pods[p.UID] = p
+	}
+	a.mu.Unlock()
+}
+
+// HandlePodSyncs implements syncloop.Handler.
+func (a *Agent) HandlePodSyncs(_ context.Context, pods []*v1.Pod) {
+	for _, p := range pods {
+		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p})
+	}
+}
+
+// HandlePodCleanups implements syncloop.Handler, the kubelet's
+// housekeeping: it reconciles the workers with the desired pods, kills
+// runtime pods no source wants (once every source has been seen),
+// forgets statuses of finished pods, and collects dead containers.
+func (a *Agent) HandlePodCleanups(ctx context.Context) error {
+	a.mu.Lock()
+	desired := make([]*v1.Pod, 0, len(a.pods))
+	want := make(map[types.UID]bool, len(a.pods))
+	for uid, p := range a.pods {
+		desired = append(desired, p)
+		want[uid] = true
+	}
+	a.mu.Unlock()
+	states := a.workers.SyncKnownPods(desired)
+	if !a.merger.SeenAllSources() {
+		return nil
+	}
+	running, err := a.rt.GetPods(ctx, false)
+	if err != nil {
+		return fmt.Errorf("agent: housekeeping: %w", err)
+	}
+	for _, p := range running {
+		if want[p.ID] {
+			continue
+		}
+		if _, known := states[p.ID]; known && !a.workers.ShouldPodContentBeRemoved(p.ID) {
+			continue // its worker is terminating it
+		}
+		a.log.V(2).Info("killing an orphaned pod", "pod", p.FullName(), "podUID", p.ID)
+		a.workers.UpdatePod(podworkers.UpdatePodOptions{RunningPod: p})
+	}
+	for _, p := range a.status.Pods() {
+		if !want[p.UID] && a.workers.ShouldPodContentBeRemoved(p.UID) {
+			a.status.RemovePod(p.UID)
+			a.mu.Lock()
+			delete(a.reasons, p.UID)
+			a.mu.Unlock()
+		}
+	}
+	if gc, ok := a.rt.(runtime.GarbageCollector); ok {
+		gone := func(uid types.UID) bool { return !want[uid] && a.workers.ShouldPodContentBeRemoved(uid) }
+		if err := gc.GarbageCollect(ctx, *a.cfg.GCPolicy, gone); err != nil {
+			return fmt.Errorf("agent: housekeeping: %w", err)
+		}
+	}
+	return nil
+}
+
+// generate computes and records the pod's status.
+func (a *Agent) generate(pod *v1.Pod, rs *runtime.PodStatus) v1.PodStatus {
+	prev, ok := a.status.GetPodStatus(pod.UID)
+	ready, started := a.status.Verdicts()
+	a.mu.Lock()
+	waiting := a.reasons[pod.UID]
+	a.mu.Unlock()
+	in := status.Input{Pod: pod, Runtime: rs, Waiting: waiting, Ready: ready, Started: started, NodeIPs: a.cfg.NodeIPs, Now: a.cfg.Clock.Now()}
+	if ok {
+		in.Previous = &prev
+	}
+	s := status.Generate(in)
+	if !ok || prev.Phase != v1.PodRunning {
+		if s.Phase == v1.PodRunning && s.StartTime != nil {
+			a.metrics.startDuration.Observe(a.cfg.Clock.Since(s.StartTime.Time).Seconds())
+		}
+	}
+	a.status.SetPodStatus(pod, s)
+	return s
+}
+
+// SyncPod implements podworkers.SyncHandler: status first (from the
+// latest observation and the last sync's reasons), then the runtime sync;
+// the reasons of this sync update the status at once.
+func (a *Agent) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v1.Pod, rs *runtime.PodStatus) (bool, error) {
+	s := a.generate(pod, rs)
+	if s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed {
+		return true, nil
+	}
+	res := a.rt.SyncPod(ctx, pod, rs)
+	reasons := map[string]status.Reason{}
+	for _, step := range res.Steps {
+		if step.Action == runtime.ActionStartContainer && step.Err != nil {
+			reasons[step.Target] = status.Reason{Reason: step.Reason, Message: step.Message}
+		}
+	}
+	a.mu.Lock()
+	old := a.reasons[pod.UID]
+	a.reasons[pod.UID] = reasons
+	a.mu.Unlock()
+	if !sameReasons(old, reasons) {
+		a.generate(pod, rs)
+	}
+	return false, res.Error()
+}
+
+func sameReasons(a, b map[string]status.Reason) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// SyncTerminatingPod implements podworkers.SyncHandler: it kills the pod
+// within the grace period and records its final container states.
+func (a *Agent) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, _ *runtime.PodStatus, grace int64) error {
+	if err := a.rt.KillPod(ctx, pod, nil, &grace); err != nil {
+		return err
+	}
+	rs, err := a.rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		return err
+	}
+	a.generate(pod, rs)
+	return nil
+}
+
+// SyncTerminatingRuntimePod implements podworkers.SyncHandler: an orphan
+// is killed with a one-second grace period, as the kubelet does without a
+// spec.
+func (a *Agent) SyncTerminatingRuntimePod(ctx context.Context, running *runtime.Pod) error {
+	grace := int64(1)
+	return a.rt.KillPod(ctx, nil, running, &grace)
+}
+
+// SyncTerminatedPod implements podworkers.SyncHandler: the final status.
+func (a *Agent) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus) error {
+	a.generate(pod, rs)
+	return nil
+}

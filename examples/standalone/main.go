@@ -1,0 +1,177 @@
+// Command standalone is a node agent that runs the pods of a manifest
+// directory, on nodekit's built-in in-memory runtime (fakecri) or on a
+// real CRI runtime, and prints a table of the pods whenever it changes:
+//
+//	go run ./examples/standalone --manifests examples/standalone/manifests
+//	go run ./examples/standalone --runtime-endpoint unix:///run/containerd/containerd.sock
+//
+// It serves /healthz, /pods (a v1.PodList with statuses, as the kubelet's
+// /pods) and /metrics on --listen. On SIGINT or SIGTERM it exits and
+// leaves the pods running in the runtime, as the kubelet does.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/fakecri"
+)
+
+// DefaultListen is the agent's fixed default address: loopback and the
+// kubelet's read-only port.
+const DefaultListen = "127.0.0.1:10255"
+
+type options struct {
+	manifests, endpoint, listen, nodeName, logsDir string
+	verbosity                                      int
+	quiet                                          bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.manifests, "manifests", "examples/standalone/manifests", "directory of pod manifests (YAML or JSON, one pod per file)")
+	flag.StringVar(&o.endpoint, "runtime-endpoint", "", "CRI socket (unix:///path); empty runs the built-in fakecri")
+	flag.StringVar(&o.listen, "listen", DefaultListen, "address of /healthz, /pods and /metrics")
+	flag.StringVar(&o.nodeName, "node-name", "", "node name (default: the host name)")
+	flag.StringVar(&o.logsDir, "pod-logs-dir", "", "pod log directory (default: /var/log/pods on a real runtime, a temporary directory on fakecri)")
+	flag.IntVar(&o.verbosity, "v", 0, "log verbosity")
+	flag.BoolVar(&o.quiet, "quiet", false, "do not print the pod table")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "standalone:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options, out, errOut io.Writer) error {
+	log := funcr.New(func(prefix, args string) {
+		fmt.Fprintln(errOut, time.Now().Format("15:04:05.000"), prefix, args)
+	}, funcr.Options{Verbosity: o.verbosity})
+	if o.nodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return err
+		}
+		o.nodeName = strings.ToLower(h)
+	}
+	cfg := agent.Config{NodeName: o.nodeName, Listen: o.listen, Logger: log, NodeIPs: []string{"127.0.0.1"}}
+	if o.endpoint == "" {
+		fake, err := fakecri.New(fakecri.Config{})
+		if err != nil {
+			return err
+		}
+		cfg.RuntimeService, cfg.ImageService = fake, fake
+		if o.logsDir == "" {
+			dir, err := os.MkdirTemp("", "nodekit-standalone-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			o.logsDir = filepath.Join(dir, "logs")
+			cfg.CRI.PodsDir = filepath.Join(dir, "pods")
+		}
+		fmt.Fprintln(out, "runtime: built-in fakecri")
+	} else {
+		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		client, err := cri.Dial(dctx, o.endpoint)
+		cancel()
+		if err != nil {
+			return err
+		}
+		defer client.Close(context.Background())
+		cfg.RuntimeService, cfg.ImageService = client, client
+		fmt.Fprintf(out, "runtime: %s %s at %s\n", client.RuntimeName(), client.RuntimeVersion(), o.endpoint)
+	}
+	cfg.CRI.PodLogsDir = o.logsDir
+	if abs, err := filepath.Abs(o.manifests); err == nil {
+		o.manifests = abs
+	}
+	src, err := podsource.NewFile(podsource.FileConfig{Dir: o.manifests, NodeName: o.nodeName, Logger: log.WithName("file"),
+		Events: func(_ *v1.Pod, typ, reason, msg string) { log.Info("manifest event", "type", typ, "reason", reason, "message", msg) }})
+	if err != nil {
+		return err
+	}
+	cfg.Sources = []podsource.Source{src}
+	a, err := agent.New(cfg)
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	fmt.Fprintf(out, "node %s, manifests %s, serving http://%s/pods\n", o.nodeName, o.manifests, a.Addr())
+	if !o.quiet {
+		go printTable(ctx, a, out)
+	}
+	err = <-done
+	fmt.Fprintln(out, "stopped; pods are left running in the runtime")
+	return err
+}
+
+// printTable prints the pods whenever the table changes.
+func printTable(ctx context.Context, a *agent.Agent, out io.Writer) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	last := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if table := render(a.Pods()); table != last {
+			last = table
+			fmt.Fprintf(out, "\n%s %s", time.Now().Format("15:04:05"), table)
+		}
+	}
+}
+
+func render(pods []*v1.Pod) string {
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Namespace+"/"+pods[i].Name < pods[j].Namespace+"/"+pods[j].Name })
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAMESPACE\tNAME\tPHASE\tREADY\tRESTARTS\tSTATUS\tIP")
+	for _, p := range pods {
+		ready, restarts := 0, int32(0)
+		detail := ""
+		for _, c := range p.Status.ContainerStatuses {
+			if c.Ready {
+				ready++
+			}
+			restarts += c.RestartCount
+			if c.State.Waiting != nil && detail == "" {
+				detail = c.State.Waiting.Reason
+			}
+			if c.State.Terminated != nil && detail == "" {
+				detail = fmt.Sprintf("%s (exit %d)", c.State.Terminated.Reason, c.State.Terminated.ExitCode)
+			}
+		}
+		phase := string(p.Status.Phase)
+		if phase == "" {
+			phase = "Pending"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", p.Namespace, p.Name, phase, ready, len(p.Spec.Containers), restarts, detail, p.Status.PodIP)
+	}
+	w.Flush()
+	return b.String()
+}
+
+var _ = logr.Discard
