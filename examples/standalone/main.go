@@ -24,7 +24,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	v1 "k8s.io/api/core/v1"
 
@@ -39,7 +38,7 @@ import (
 const DefaultListen = "127.0.0.1:10255"
 
 type options struct {
-	manifests, endpoint, listen, nodeName, logsDir string
+	manifests, endpoint, listen, nodeName, logsDir, podsDir string
 	verbosity                                      int
 	quiet                                          bool
 }
@@ -51,6 +50,7 @@ func main() {
 	flag.StringVar(&o.listen, "listen", DefaultListen, "address of /healthz, /pods and /metrics")
 	flag.StringVar(&o.nodeName, "node-name", "", "node name (default: the host name)")
 	flag.StringVar(&o.logsDir, "pod-logs-dir", "", "pod log directory (default: /var/log/pods on a real runtime, a temporary directory on fakecri)")
+	flag.StringVar(&o.podsDir, "pods-dir", "", "per-pod state directory (default: /var/lib/nodekit/pods on a real runtime, a temporary directory on fakecri)")
 	flag.IntVar(&o.verbosity, "v", 0, "log verbosity")
 	flag.BoolVar(&o.quiet, "quiet", false, "do not print the pod table")
 	flag.Parse()
@@ -102,6 +102,9 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		fmt.Fprintf(out, "runtime: %s %s at %s\n", client.RuntimeName(), client.RuntimeVersion(), o.endpoint)
 	}
 	cfg.CRI.PodLogsDir = o.logsDir
+	if o.podsDir != "" {
+		cfg.CRI.PodsDir = o.podsDir
+	}
 	if abs, err := filepath.Abs(o.manifests); err == nil {
 		o.manifests = abs
 	}
@@ -173,5 +176,3 @@ func render(pods []*v1.Pod) string {
 	w.Flush()
 	return b.String()
 }
-
-var _ = logr.Discard
