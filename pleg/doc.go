@@ -14,9 +14,11 @@
 //
 // Healthy fails when no relist has completed for RelistThreshold (3 min),
 // the kubelet's PLEG health check. The Watch channel has a fixed buffer;
-// when it is full, events are dropped and counted in
-// kubelet_pleg_discard_events, and the sync loop's periodic resync repairs
-// what they would have triggered. Metrics use the kubelet's names
+// when it is full the generator waits for the reader rather than drop
+// events, unlike the kubelet: a dropped event leaves its pod unsynced
+// until the next periodic resync, which at a thousand pods starting at
+// once delayed most of them by a minute. Events still unsent when the
+// context ends are counted in kubelet_pleg_discard_events. Metrics use the kubelet's names
 // (kubelet_pleg_relist_duration_seconds, ..._interval_seconds,
 // kubelet_pleg_last_seen_seconds) and go to the Registerer in Config.
 //

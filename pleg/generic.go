@@ -212,13 +212,7 @@ func (g *Generic) Relist(ctx context.Context) {
 	g.reinspect = nextReinspect
 	g.mu.Unlock()
 
-	for _, ev := range events {
-		select {
-		case g.events <- ev:
-		default:
-			g.metrics.discarded.Inc()
-		}
-	}
+	g.send(ctx, events)
 	g.metrics.observe(start, g.cfg.Clock.Since(start), len(pods))
 }
 
@@ -257,4 +251,20 @@ func norm(s runtime.ContainerState) runtime.ContainerState {
 		return runtime.ContainerStateUnknown
 	}
 	return s
+}
+
+// send delivers events in order. When the channel is full it waits for
+// the consumer instead of dropping: a dropped event would leave its pod
+// unsynced until the next periodic resync (a minute), and the sync loop
+// drains the channel quickly. Events left when ctx ends are counted as
+// discarded.
+func (g *Generic) send(ctx context.Context, events []*Event) {
+	for i, ev := range events {
+		select {
+		case g.events <- ev:
+		case <-ctx.Done():
+			g.metrics.discarded.Add(float64(len(events) - i))
+			return
+		}
+	}
 }

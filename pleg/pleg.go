@@ -35,8 +35,8 @@ type Generator interface {
 	// Run generates events until ctx ends.
 	Run(ctx context.Context) error
 	// Watch returns the event channel. It is the same channel every time,
-	// never closed; when its buffer is full, events are dropped and
-	// counted (the periodic resync repairs what a dropped event missed).
+	// never closed. When its buffer is full the generator waits for the
+	// reader; consumers must drain it promptly.
 	Watch() <-chan *Event
 	// Healthy returns an error when the generator has not observed the
 	// runtime recently enough.

@@ -2,6 +2,7 @@ package pleg_test
 
 import (
 	"context"
+	goruntime "runtime"
 	"sort"
 	"sync/atomic"
 	"testing"
@@ -202,16 +203,29 @@ func TestGetNewerThanWaitsForARelist(t *testing.T) {
 	}
 }
 
-func TestHealthAndDroppedEvents(t *testing.T) {
+func TestHealthAndABlockedReader(t *testing.T) {
 	e := newEnv(t, 1)
 	for _, name := range []string{"a", "b"} {
 		if err := e.rt.SyncPod(e.ctx, testPod(name), nil).Error(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	e.gen.Relist(e.ctx) // 4 events, room for 1
-	if got := testutil.ToFloat64(counter(t, e.reg, "kubelet_pleg_discard_events")); got != 3 {
-		t.Errorf("discarded %v events, want 3", got)
+	// 4 events, room for 1: the relist waits for the reader, and nothing
+	// is lost.
+	done := make(chan struct{})
+	go func() { e.gen.Relist(e.ctx); close(done) }()
+	var got []string
+	for len(got) < 4 {
+		ev := <-e.gen.Watch()
+		got = append(got, string(ev.Type)+" "+string(ev.ID))
+	}
+	<-done
+	sort.Strings(got)
+	if diff := cmp.Diff([]string{"ContainerStarted uid-a", "ContainerStarted uid-a", "ContainerStarted uid-b", "ContainerStarted uid-b"}, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if got := testutil.ToFloat64(counter(t, e.reg, "kubelet_pleg_discard_events")); got != 0 {
+		t.Errorf("discarded %v events, want 0", got)
 	}
 	if err := e.gen.Healthy(); err != nil {
 		t.Errorf("healthy right after a relist: %v", err)
@@ -219,6 +233,27 @@ func TestHealthAndDroppedEvents(t *testing.T) {
 	e.clock.Step(3*time.Minute + time.Second)
 	if err := e.gen.Healthy(); err == nil {
 		t.Error("healthy 3 minutes after the last relist")
+	}
+
+	// A relist whose context ends while the reader is away counts the
+	// unsent events.
+	e.clock.Step(time.Second)
+	for _, name := range []string{"c", "d"} {
+		if err := e.rt.SyncPod(e.ctx, testPod(name), nil).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done = make(chan struct{})
+	go func() { e.gen.Relist(ctx); close(done) }()
+	<-e.gen.Watch() // take one, then leave
+	for len(e.gen.Watch()) == 0 {
+		goruntime.Gosched()
+	}
+	cancel()
+	<-done
+	if got := testutil.ToFloat64(counter(t, e.reg, "kubelet_pleg_discard_events")); got != 2 {
+		t.Errorf("discarded %v events after cancel, want 2", got)
 	}
 }
 

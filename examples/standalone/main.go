@@ -15,6 +15,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -39,8 +41,10 @@ const DefaultListen = "127.0.0.1:10255"
 
 type options struct {
 	manifests, endpoint, listen, nodeName, logsDir, podsDir string
-	verbosity                                      int
-	quiet                                          bool
+	verbosity                                               int
+	relist                                                  time.Duration
+	profiling                                               string
+	quiet                                                   bool
 }
 
 func main() {
@@ -51,6 +55,8 @@ func main() {
 	flag.StringVar(&o.nodeName, "node-name", "", "node name (default: the host name)")
 	flag.StringVar(&o.logsDir, "pod-logs-dir", "", "pod log directory (default: /var/log/pods on a real runtime, a temporary directory on fakecri)")
 	flag.StringVar(&o.podsDir, "pods-dir", "", "per-pod state directory (default: /var/lib/nodekit/pods on a real runtime, a temporary directory on fakecri)")
+	flag.DurationVar(&o.relist, "relist-period", time.Second, "how often the runtime is relisted")
+	flag.StringVar(&o.profiling, "profiling", "", "serve Go's /debug/pprof on this loopback address (off when empty)")
 	flag.IntVar(&o.verbosity, "v", 0, "log verbosity")
 	flag.BoolVar(&o.quiet, "quiet", false, "do not print the pod table")
 	flag.Parse()
@@ -73,7 +79,7 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		}
 		o.nodeName = strings.ToLower(h)
 	}
-	cfg := agent.Config{NodeName: o.nodeName, Listen: o.listen, Logger: log, NodeIPs: []string{"127.0.0.1"}}
+	cfg := agent.Config{NodeName: o.nodeName, Listen: o.listen, Logger: log, NodeIPs: []string{"127.0.0.1"}, RelistPeriod: o.relist}
 	if o.endpoint == "" {
 		fake, err := fakecri.New(fakecri.Config{})
 		if err != nil {
@@ -109,7 +115,9 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		o.manifests = abs
 	}
 	src, err := podsource.NewFile(podsource.FileConfig{Dir: o.manifests, NodeName: o.nodeName, Logger: log.WithName("file"),
-		Events: func(_ *v1.Pod, typ, reason, msg string) { log.Info("manifest event", "type", typ, "reason", reason, "message", msg) }})
+		Events: func(_ *v1.Pod, typ, reason, msg string) {
+			log.Info("manifest event", "type", typ, "reason", reason, "message", msg)
+		}})
 	if err != nil {
 		return err
 	}
@@ -117,6 +125,9 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 	a, err := agent.New(cfg)
 	if err != nil {
 		return err
+	}
+	if o.profiling != "" {
+		go func() { _ = http.ListenAndServe(o.profiling, nil) }() // net/http/pprof registers on the default mux
 	}
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
