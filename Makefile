@@ -5,7 +5,7 @@
 
 GO ?= go
 
-.PHONY: run test check unit e2e bench
+.PHONY: run test check unit e2e bench bench-agent
 
 run:
 	$(GO) run ./examples/standalone
@@ -25,3 +25,6 @@ e2e:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./runtime/...
+
+bench-agent:
+	hack/bench-agent.sh

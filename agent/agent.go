@@ -35,7 +35,7 @@ type Agent struct {
 	rt      runtime.Runtime
 	merger  *podsource.Merger
 	cache   *pleg.Cache
-	pleg    *pleg.Generic
+	pleg    pleg.Generator
 	workers *podworkers.PodWorkers
 	status  *status.Manager
 	loop    *syncloop.Loop
@@ -44,8 +44,9 @@ type Agent struct {
 	ready chan struct{} // closed once the HTTP listener is up (or not needed)
 	addr  string        // the address actually listened on
 
-	// mu guards pods, reasons and rtErr.
+	// mu guards pods, reasons, rtErr and lastGC.
 	mu      sync.Mutex
+	lastGC  time.Time
 	pods    map[types.UID]*v1.Pod // the desired pods, by UID
 	reasons map[types.UID]map[string]status.Reason
 	rtErr   error // the runtime's last Status verdict
@@ -85,10 +86,16 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	a.cache = pleg.NewCache()
-	if a.pleg, err = pleg.NewGeneric(pleg.Config{
+	plegCfg := pleg.Config{
 		Runtime: a.rt, Cache: a.cache, RelistPeriod: cfg.RelistPeriod,
 		Clock: cfg.Clock, Logger: cfg.Logger.WithName("pleg"), Registerer: cfg.Registry,
-	}); err != nil {
+	}
+	if cfg.EventedPLEG && cfg.RuntimeService != nil {
+		a.pleg, err = pleg.NewEvented(pleg.EventedConfig{Config: plegCfg, Streamer: cfg.RuntimeService})
+	} else {
+		a.pleg, err = pleg.NewGeneric(plegCfg)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	if a.workers, err = podworkers.New(podworkers.Config{

@@ -49,6 +49,12 @@ type Config struct {
 
 	// RelistPeriod is the PLEG's relist period. Default 1s.
 	RelistPeriod time.Duration
+	// EventedPLEG drives the PLEG from the CRI container event stream of
+	// RuntimeService, with a relist every 5 minutes as a safety net; a
+	// runtime without the stream (containerd 1.6) is relisted every
+	// RelistPeriod instead, and the stream is tried again every 10s.
+	// Default false: relisting only, as the kubelet does by default.
+	EventedPLEG bool
 	// ResyncInterval is how often every pod is synced without an event.
 	// Default 1m.
 	ResyncInterval time.Duration
@@ -60,6 +66,9 @@ type Config struct {
 	// GCPolicy bounds dead containers. Default: one dead instance per pod
 	// container, no node limit, no minimum age.
 	GCPolicy *runtime.GCPolicy
+	// ContainerGCPeriod is how often dead containers are collected.
+	// Default 1m, the kubelet's.
+	ContainerGCPeriod time.Duration
 
 	// Listen is the HTTP address of /healthz, /pods and /metrics
 	// ("127.0.0.1:10255"). Empty: no server (Handler still serves them).
@@ -100,6 +109,9 @@ func (c *Config) defaults() error {
 	}
 	if c.HousekeepingPeriod <= 0 {
 		c.HousekeepingPeriod = 2 * time.Second
+	}
+	if c.ContainerGCPeriod <= 0 {
+		c.ContainerGCPeriod = time.Minute
 	}
 	if c.GCPolicy == nil {
 		c.GCPolicy = &runtime.GCPolicy{MaxPerPodContainer: 1, MaxContainers: -1}

@@ -85,35 +85,61 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 	if !a.merger.SeenAllSources() {
 		return nil
 	}
-	running, err := a.rt.GetPods(ctx, false)
-	if err != nil {
-		return fmt.Errorf("agent: housekeeping: %w", err)
-	}
-	for _, p := range running {
-		if want[p.ID] {
+	// Orphans: pods the runtime runs (as the PLEG's cache, kept current by
+	// relists or the event stream, shows) that no source wants.
+	for uid, rs := range a.cache.Statuses() {
+		if want[uid] {
 			continue
 		}
-		if _, known := states[p.ID]; known && !a.workers.ShouldPodContentBeRemoved(p.ID) {
+		if _, known := states[uid]; known && !a.workers.ShouldPodContentBeRemoved(uid) {
 			continue // its worker is terminating it
 		}
-		a.log.V(2).Info("killing an orphaned pod", "pod", p.FullName(), "podUID", p.ID)
-		a.workers.UpdatePod(podworkers.UpdatePodOptions{RunningPod: p})
+		if running := runningPod(rs); running != nil {
+			a.log.V(2).Info("killing an orphaned pod", "pod", running.FullName(), "podUID", uid)
+			a.workers.UpdatePod(podworkers.UpdatePodOptions{RunningPod: running})
+		}
 	}
-	for _, p := range a.status.Pods() {
-		if !want[p.UID] && a.workers.ShouldPodContentBeRemoved(p.UID) {
-			a.status.RemovePod(p.UID)
+	for _, uid := range a.status.UIDs() {
+		if !want[uid] && a.workers.ShouldPodContentBeRemoved(uid) {
+			a.status.RemovePod(uid)
 			a.mu.Lock()
-			delete(a.reasons, p.UID)
+			delete(a.reasons, uid)
 			a.mu.Unlock()
 		}
 	}
-	if gc, ok := a.rt.(runtime.GarbageCollector); ok {
+	a.mu.Lock()
+	gcDue := a.cfg.Clock.Since(a.lastGC) >= a.cfg.ContainerGCPeriod
+	if gcDue {
+		a.lastGC = a.cfg.Clock.Now()
+	}
+	a.mu.Unlock()
+	if gc, ok := a.rt.(runtime.GarbageCollector); ok && gcDue {
 		gone := func(uid types.UID) bool { return !want[uid] && a.workers.ShouldPodContentBeRemoved(uid) }
 		if err := gc.GarbageCollect(ctx, *a.cfg.GCPolicy, gone); err != nil {
 			return fmt.Errorf("agent: housekeeping: %w", err)
 		}
 	}
 	return nil
+}
+
+// runningPod is what of an observed pod still runs: running or unknown
+// containers and ready sandboxes; nil when nothing does.
+func runningPod(rs *runtime.PodStatus) *runtime.Pod {
+	p := &runtime.Pod{ID: rs.ID, Name: rs.Name, Namespace: rs.Namespace}
+	for _, c := range rs.ContainerStatuses {
+		if c.State == runtime.ContainerStateRunning || c.State == runtime.ContainerStateUnknown {
+			p.Containers = append(p.Containers, &runtime.Container{ID: c.ID, Name: c.Name, State: c.State})
+		}
+	}
+	for _, s := range rs.SandboxStatuses {
+		if s.State == runtime.SandboxStateReady {
+			p.Sandboxes = append(p.Sandboxes, &runtime.Container{ID: runtime.ContainerID{ID: s.ID}, Name: s.Name, State: runtime.ContainerStateRunning})
+		}
+	}
+	if len(p.Containers)+len(p.Sandboxes) == 0 {
+		return nil
+	}
+	return p
 }
 
 // generate computes and records the pod's status.

@@ -146,3 +146,17 @@ func (c *Cache) wakeLocked(uid types.UID) {
 		c.waiters[uid] = kept
 	}
 }
+
+// Statuses returns every cached pod's latest status, by UID. The map is
+// new; the statuses must not be mutated.
+func (c *Cache) Statuses() map[types.UID]*runtime.PodStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[types.UID]*runtime.PodStatus, len(c.pods))
+	for uid, e := range c.pods {
+		if e.status != nil {
+			out[uid] = e.status
+		}
+	}
+	return out
+}

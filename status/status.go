@@ -157,6 +157,17 @@ func (m *Manager) Pods() []*v1.Pod {
 	return out
 }
 
+// UIDs returns the UIDs of every pod the Manager knows.
+func (m *Manager) UIDs() []types.UID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]types.UID, 0, len(m.pods))
+	for uid := range m.pods {
+		out = append(out, uid)
+	}
+	return out
+}
+
 // RemovePod forgets a pod and its probe verdicts.
 func (m *Manager) RemovePod(uid types.UID) {
 	m.mu.Lock()

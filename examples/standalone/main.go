@@ -44,7 +44,7 @@ type options struct {
 	verbosity                                               int
 	relist                                                  time.Duration
 	profiling                                               string
-	quiet                                                   bool
+	quiet, evented                                          bool
 }
 
 func main() {
@@ -59,6 +59,7 @@ func main() {
 	flag.StringVar(&o.profiling, "profiling", "", "serve Go's /debug/pprof on this loopback address (off when empty)")
 	flag.IntVar(&o.verbosity, "v", 0, "log verbosity")
 	flag.BoolVar(&o.quiet, "quiet", false, "do not print the pod table")
+	flag.BoolVar(&o.evented, "evented-pleg", true, "follow the runtime's container event stream (relisting when it has none)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -79,7 +80,7 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		}
 		o.nodeName = strings.ToLower(h)
 	}
-	cfg := agent.Config{NodeName: o.nodeName, Listen: o.listen, Logger: log, NodeIPs: []string{"127.0.0.1"}, RelistPeriod: o.relist}
+	cfg := agent.Config{NodeName: o.nodeName, Listen: o.listen, Logger: log, NodeIPs: []string{"127.0.0.1"}, RelistPeriod: o.relist, EventedPLEG: o.evented}
 	if o.endpoint == "" {
 		fake, err := fakecri.New(fakecri.Config{})
 		if err != nil {

@@ -31,11 +31,16 @@ import (
 // clockTicks is USER_HZ, 100 on Linux.
 const clockTicks = 100
 
+// profileDelay is when the CPU profile starts after the agent (-profile-idle moves it past the start).
+var profileDelay = time.Second
+
 func main() {
 	podsFlag := flag.String("pods", "100,1000", "comma-separated pod counts")
 	idle := flag.Duration("idle", 60*time.Second, "how long to measure idle CPU after the pods run")
 	relist := flag.String("relist", "", "passed to the agent as --relist-period when set")
 	profile := flag.String("profile", "", "write a 20s CPU profile of the agent's start to this file (first pod count only)")
+	plegs := flag.String("pleg", "generic,evented", "comma-separated PLEG kinds to measure")
+	flag.DurationVar(&profileDelay, "profile-delay", time.Second, "when the -profile window starts after the agent")
 	flag.Parse()
 	work, err := os.MkdirTemp("", "nodekit-bench-")
 	if err != nil {
@@ -47,18 +52,20 @@ func main() {
 			fail(fmt.Errorf("build %s: %v\n%s", b, err, out))
 		}
 	}
-	fmt.Printf("%-6s %-12s %-14s %-10s %-10s %s\n", "pods", "to-running", "cpu-to-running", "peak-rss", "idle-cpu", "idle-window")
-	for _, s := range strings.Split(*podsFlag, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n <= 0 {
-			fail(fmt.Errorf("bad pod count %q", s))
+	fmt.Printf("%-8s %-6s %-12s %-14s %-10s %-10s %s\n", "pleg", "pods", "to-running", "cpu-to-running", "peak-rss", "idle-cpu", "idle-window")
+	for _, kind := range strings.Split(*plegs, ",") {
+		for _, s := range strings.Split(*podsFlag, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n <= 0 {
+				fail(fmt.Errorf("bad pod count %q", s))
+			}
+			r, err := measure(work, n, *idle, *relist, *profile, kind == "evented")
+			*profile = ""
+			if err != nil {
+				fail(err)
+			}
+			fmt.Printf("%-8s %-6d %-12s %-14s %-10s %-10s %s\n", kind, n, r.toRunning.Round(time.Millisecond), fmt.Sprintf("%.2fs", r.cpu), fmt.Sprintf("%.1fMiB", r.peakRSS), fmt.Sprintf("%.2f%%", r.idlePercent), *idle)
 		}
-		r, err := measure(work, n, *idle, *relist, *profile)
-		*profile = ""
-		if err != nil {
-			fail(err)
-		}
-		fmt.Printf("%-6d %-12s %-14s %-10s %-10s %s\n", n, r.toRunning.Round(time.Millisecond), fmt.Sprintf("%.2fs", r.cpu), fmt.Sprintf("%.1fMiB", r.peakRSS), fmt.Sprintf("%.2f%%", r.idlePercent), *idle)
 	}
 }
 
@@ -69,8 +76,8 @@ type result struct {
 	idlePercent float64
 }
 
-func measure(work string, n int, idle time.Duration, relist, profile string) (result, error) {
-	dir := filepath.Join(work, fmt.Sprint("run-", n))
+func measure(work string, n int, idle time.Duration, relist, profile string, evented bool) (result, error) {
+	dir := filepath.Join(work, fmt.Sprint("run-", n, "-", evented))
 	manifests := filepath.Join(dir, "manifests")
 	if err := os.MkdirAll(manifests, 0o755); err != nil {
 		return result{}, err
@@ -100,14 +107,14 @@ func measure(work string, n int, idle time.Duration, relist, profile string) (re
 	addr := lis.Addr().String()
 	lis.Close()
 	args := []string{"--runtime-endpoint", "unix://" + sock, "--manifests", manifests, "--listen", addr, "--node-name", "bench",
-		"--pod-logs-dir", filepath.Join(dir, "logs"), "--pods-dir", filepath.Join(dir, "pods"), "--quiet"}
+		"--pod-logs-dir", filepath.Join(dir, "logs"), "--pods-dir", filepath.Join(dir, "pods"), "--quiet", fmt.Sprintf("--evented-pleg=%v", evented)}
 	if relist != "" {
 		args = append(args, "--relist-period", relist)
 	}
 	if profile != "" {
 		args = append(args, "--profiling", "127.0.0.1:16060")
 		go func() {
-			time.Sleep(time.Second)
+			time.Sleep(profileDelay)
 			resp, err := http.Get("http://127.0.0.1:16060/debug/pprof/profile?seconds=20")
 			if err != nil {
 				return
