@@ -1,0 +1,243 @@
+package probes
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	utilexec "k8s.io/utils/exec"
+)
+
+// maxBody is how much of an HTTP probe's answer is read, the kubelet's.
+const maxBody = 10 << 10
+
+// UserAgent is sent with HTTP probes unless the probe sets one.
+const UserAgent = "kube-probe/1.37"
+
+// Execer runs a command in a container; a CRI RuntimeService is one.
+type Execer interface {
+	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (stdout, stderr []byte, err error)
+}
+
+// Handlers is the default Prober: exec through the runtime, HTTP GET,
+// TCP connect and gRPC health checks, with the kubelet's semantics.
+type Handlers struct {
+	// Exec runs exec probes. Nil: exec probes fail.
+	Exec Execer
+	// HostIP replaces an empty pod IP (host-network pods). Default
+	// 127.0.0.1.
+	HostIP string
+}
+
+var _ Prober = (*Handlers)(nil)
+
+// Probe implements Prober.
+func (h *Handlers) Probe(ctx context.Context, t Target, p *v1.Probe, timeout time.Duration) (Result, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	switch n := handlerCount(p); {
+	case n == 0:
+		return Failure, "", errors.New("the probe has no handler (exec, httpGet, tcpSocket or grpc)")
+	case n > 1:
+		return Failure, "", errors.New("the probe has more than one handler")
+	}
+	switch {
+	case p.Exec != nil:
+		return h.exec(ctx, t, p.Exec, timeout)
+	case p.HTTPGet != nil:
+		return h.httpGet(ctx, t, p.HTTPGet, timeout)
+	case p.TCPSocket != nil:
+		return h.tcp(ctx, t, p.TCPSocket)
+	default:
+		return h.grpc(ctx, t, p.GRPC)
+	}
+}
+
+func handlerCount(p *v1.Probe) int {
+	n := 0
+	for _, set := range []bool{p.Exec != nil, p.HTTPGet != nil, p.TCPSocket != nil, p.GRPC != nil} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
+
+func (h *Handlers) exec(ctx context.Context, t Target, a *v1.ExecAction, timeout time.Duration) (Result, string, error) {
+	if h.Exec == nil {
+		return Failure, "", errors.New("exec probes need a runtime to exec in")
+	}
+	stdout, stderr, err := h.Exec.ExecSync(ctx, t.ContainerID, a.Command, timeout)
+	out := string(stdout) + string(stderr)
+	var exitErr utilexec.ExitError
+	switch {
+	case err == nil:
+		return Success, out, nil
+	case errors.As(err, &exitErr):
+		return Failure, out, nil
+	case errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded:
+		return Failure, fmt.Sprintf("command %q timed out", strings.Join(a.Command, " ")), nil
+	}
+	return Failure, "", fmt.Errorf("exec %q: %w", strings.Join(a.Command, " "), err)
+}
+
+func (h *Handlers) host(t Target, explicit string) string {
+	switch {
+	case explicit != "":
+		return explicit
+	case t.PodIP != "":
+		return t.PodIP
+	case h.HostIP != "":
+		return h.HostIP
+	}
+	return "127.0.0.1"
+}
+
+// port resolves a number or a container port name.
+func port(p intstr.IntOrString, c *v1.Container) (int, error) {
+	if p.Type == intstr.Int {
+		if p.IntVal < 1 || p.IntVal > 65535 {
+			return 0, fmt.Errorf("invalid port %d", p.IntVal)
+		}
+		return int(p.IntVal), nil
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == p.StrVal {
+			return int(cp.ContainerPort), nil
+		}
+	}
+	if n, err := strconv.Atoi(p.StrVal); err == nil && n > 0 && n < 65536 {
+		return n, nil
+	}
+	return 0, fmt.Errorf("container %q has no port named %q", c.Name, p.StrVal)
+}
+
+func (h *Handlers) httpGet(ctx context.Context, t Target, g *v1.HTTPGetAction, timeout time.Duration) (Result, string, error) {
+	pn, err := port(g.Port, t.Container)
+	if err != nil {
+		return Failure, "", err
+	}
+	scheme := strings.ToLower(string(g.Scheme))
+	if scheme == "" {
+		scheme = "http"
+	}
+	path := g.Path
+	if !strings.HasPrefix(path, "/") {
+		path = "/" + path
+	}
+	u, err := url.Parse(scheme + "://" + net.JoinHostPort(h.host(t, g.Host), strconv.Itoa(pn)) + path)
+	if err != nil {
+		return Failure, "", fmt.Errorf("invalid URL: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return Failure, "", err
+	}
+	for _, hd := range g.HTTPHeaders {
+		if strings.EqualFold(hd.Name, "host") {
+			req.Host = hd.Value
+			continue
+		}
+		req.Header.Add(hd.Name, hd.Value)
+	}
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", UserAgent)
+	}
+	if req.Header.Get("Accept") == "" {
+		req.Header.Set("Accept", "*/*")
+	}
+	client := &http.Client{
+		Timeout: timeout,
+		Transport: &http.Transport{
+			TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the kubelet does not verify probe endpoints
+			DisableKeepAlives: true,
+			Proxy:             nil,
+		},
+		// Redirects are followed only to the same host, as the kubelet
+		// does; a redirect elsewhere ends the probe as a success with a
+		// warning in the output.
+		CheckRedirect: func(r *http.Request, via []*http.Request) error {
+			if r.URL.Hostname() != via[0].URL.Hostname() {
+				return errRedirectElsewhere
+			}
+			if len(via) >= 10 {
+				return errors.New("stopped after 10 redirects")
+			}
+			return nil
+		},
+	}
+	resp, err := client.Do(req)
+	if errors.Is(err, errRedirectElsewhere) {
+		return Success, "Probe terminated redirects", nil
+	}
+	if err != nil {
+		return Failure, err.Error(), nil
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if resp.StatusCode >= 200 && resp.StatusCode < 400 {
+		return Success, string(body), nil
+	}
+	return Failure, fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode), nil
+}
+
+var errRedirectElsewhere = errors.New("redirect to another host")
+
+func (h *Handlers) tcp(ctx context.Context, t Target, a *v1.TCPSocketAction) (Result, string, error) {
+	pn, err := port(a.Port, t.Container)
+	if err != nil {
+		return Failure, "", err
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(h.host(t, a.Host), strconv.Itoa(pn)))
+	if err != nil {
+		return Failure, err.Error(), nil
+	}
+	_ = conn.Close()
+	return Success, "", nil
+}
+
+func (h *Handlers) grpc(ctx context.Context, t Target, a *v1.GRPCAction) (Result, string, error) {
+	if a.Port < 1 || a.Port > 65535 {
+		return Failure, "", fmt.Errorf("invalid port %d", a.Port)
+	}
+	conn, err := grpc.NewClient(net.JoinHostPort(h.host(t, ""), strconv.Itoa(int(a.Port))),
+		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithUserAgent(UserAgent))
+	if err != nil {
+		return Failure, "", err
+	}
+	defer conn.Close()
+	service := ""
+	if a.Service != nil {
+		service = *a.Service
+	}
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	if err != nil {
+		switch status.Code(err) {
+		case codes.Unimplemented:
+			return Failure, "this server does not implement the grpc health protocol (grpc.health.v1.Health)", nil
+		case codes.DeadlineExceeded:
+			return Failure, "timeout: health rpc did not complete within the probe timeout", nil
+		}
+		return Failure, fmt.Sprintf("error: health rpc probe failed: %v", err), nil
+	}
+	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		return Failure, fmt.Sprintf("service unhealthy (responded with %q)", resp.GetStatus()), nil
+	}
+	return Success, "", nil
+}

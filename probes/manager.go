@@ -1,0 +1,275 @@
+package probes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+)
+
+// Update is a change of a container's probe result.
+type Update struct {
+	PodUID types.UID
+	// ContainerID is "type://id", as in the pod status.
+	ContainerID string
+	Container   string
+	Type        Type
+	Result      Result
+}
+
+// StatusGetter returns a pod's current API status (status.Manager has
+// one): the probes find each container's ID, state and start time there.
+type StatusGetter func(uid types.UID) (v1.PodStatus, bool)
+
+// EventFunc receives events (Unhealthy, ProbeWarning). It must not block.
+type EventFunc func(pod *v1.Pod, typ, reason, message string)
+
+// Config configures a Manager.
+type Config struct {
+	// Prober runs probes. Default: &Handlers{} (exec probes then fail).
+	Prober Prober
+	// Status gives the pods' statuses. Required.
+	Status StatusGetter
+	// UpdateBuffer is the Updates channel's capacity. Default 1000. When
+	// it is full, workers wait for the reader.
+	UpdateBuffer int
+	Clock        clock.WithTicker
+	Logger       logr.Logger
+	Events       EventFunc
+	// Registerer receives prober_probe_total and
+	// prober_probe_duration_seconds. Nil: not registered.
+	Registerer prometheus.Registerer
+	// Jitter returns the delay before a worker's first probe, given the
+	// period. Default: uniformly random in [0, period), so a thousand
+	// pods do not probe in lock step.
+	Jitter func(period time.Duration) time.Duration
+}
+
+// Manager runs the probes of the pods it is given: one goroutine per
+// container per probe type, no more. Results are kept (Liveness,
+// Readiness, Startup) and every change is sent on Updates. Methods are
+// safe for concurrent use.
+type Manager struct {
+	cfg     Config
+	updates chan Update
+	metrics *metrics
+
+	// mu guards everything below.
+	mu      sync.Mutex
+	ctx     context.Context
+	wg      sync.WaitGroup
+	workers map[workerKey]*worker
+	results map[string]map[Type]Result // container ID → type → result
+}
+
+type workerKey struct {
+	pod       types.UID
+	container string
+	typ       Type
+}
+
+// New returns a Manager; it starts nothing until Run.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Status == nil {
+		return nil, errors.New("probes: Config.Status is required")
+	}
+	if cfg.Prober == nil {
+		cfg.Prober = &Handlers{}
+	}
+	if cfg.UpdateBuffer <= 0 {
+		cfg.UpdateBuffer = 1000
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger.GetSink() == nil {
+		cfg.Logger = logr.Discard()
+	}
+	if cfg.Events == nil {
+		cfg.Events = func(*v1.Pod, string, string, string) {}
+	}
+	if cfg.Jitter == nil {
+		cfg.Jitter = func(p time.Duration) time.Duration {
+			if p <= 0 {
+				return 0
+			}
+			return rand.N(p)
+		}
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Manager{cfg: cfg, updates: make(chan Update, cfg.UpdateBuffer), metrics: m,
+		workers: map[workerKey]*worker{}, results: map[string]map[Type]Result{}}, nil
+}
+
+// Updates returns the channel of result changes. It is never closed.
+func (m *Manager) Updates() <-chan Update { return m.updates }
+
+// Run starts the workers of the pods added so far, and of those added
+// later, until ctx ends; then it waits for every worker to stop.
+func (m *Manager) Run(ctx context.Context) error {
+	m.mu.Lock()
+	m.ctx = ctx
+	for _, w := range m.workers {
+		m.startLocked(w)
+	}
+	m.mu.Unlock()
+	<-ctx.Done()
+	m.mu.Lock()
+	m.ctx = nil
+	m.mu.Unlock()
+	m.wg.Wait()
+	return nil
+}
+
+// AddPod starts workers for the probes of the pod's containers and
+// sidecars that have none yet. It is cheap to call on every sync.
+func (m *Manager) AddPod(pod *v1.Pod) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	add := func(c *v1.Container) {
+		for typ, p := range map[Type]*v1.Probe{Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe, Startup: c.StartupProbe} {
+			if p == nil {
+				continue
+			}
+			key := workerKey{pod.UID, c.Name, typ}
+			if w := m.workers[key]; w != nil {
+				w.setPod(pod)
+				continue
+			}
+			w := newWorker(m, pod, c, typ, p)
+			m.workers[key] = w
+			m.warnLocked(pod, c, typ, p)
+			if m.ctx != nil {
+				m.startLocked(w)
+			}
+		}
+	}
+	for i := range pod.Spec.Containers {
+		add(&pod.Spec.Containers[i])
+	}
+	for i := range pod.Spec.InitContainers {
+		if c := &pod.Spec.InitContainers[i]; c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+			add(c)
+		}
+	}
+}
+
+// warnLocked reports probe settings that cannot work as written.
+func (m *Manager) warnLocked(pod *v1.Pod, c *v1.Container, typ Type, p *v1.Probe) {
+	var problems []string
+	switch handlerCount(p) {
+	case 0:
+		problems = append(problems, "it has no handler")
+	case 1:
+	default:
+		problems = append(problems, "it has more than one handler")
+	}
+	if p.TimeoutSeconds > 0 && p.PeriodSeconds > 0 && p.TimeoutSeconds > p.PeriodSeconds {
+		problems = append(problems, fmt.Sprintf("its timeout (%ds) is longer than its period (%ds); the next probe waits for the last", p.TimeoutSeconds, p.PeriodSeconds))
+	}
+	if len(problems) > 0 {
+		m.cfg.Events(pod, v1.EventTypeWarning, "ProbeWarning", fmt.Sprintf("%s probe of container %s: %s", typ, c.Name, strings.Join(problems, "; ")))
+	}
+}
+
+func (m *Manager) startLocked(w *worker) {
+	if w.stop != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(m.ctx)
+	w.stop = cancel
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer cancel()
+		w.run(ctx)
+	}()
+}
+
+// RemovePod stops the pod's workers and forgets their results.
+func (m *Manager) RemovePod(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for key, w := range m.workers {
+		if key.pod == uid {
+			if w.stop != nil {
+				w.stop()
+			}
+			delete(m.workers, key)
+			delete(m.results, w.currentID())
+		}
+	}
+}
+
+// CleanupPods stops the workers of pods not in keep.
+func (m *Manager) CleanupPods(keep map[types.UID]bool) {
+	m.mu.Lock()
+	var gone []types.UID
+	for key := range m.workers {
+		if !keep[key.pod] {
+			gone = append(gone, key.pod)
+		}
+	}
+	m.mu.Unlock()
+	for _, uid := range gone {
+		m.RemovePod(uid)
+	}
+}
+
+// Workers returns how many probe workers exist.
+func (m *Manager) Workers() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.workers)
+}
+
+// Liveness, Readiness and Startup return a container's latest result
+// ("type://id"): Unknown when it has no such probe result yet.
+func (m *Manager) Liveness(containerID string) Result  { return m.result(containerID, Liveness) }
+func (m *Manager) Readiness(containerID string) Result { return m.result(containerID, Readiness) }
+func (m *Manager) Startup(containerID string) Result   { return m.result(containerID, Startup) }
+
+func (m *Manager) result(containerID string, typ Type) Result {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.results[containerID][typ]
+}
+
+// set records a result and sends an Update when it changed.
+func (m *Manager) set(ctx context.Context, w *worker, containerID string, r Result) {
+	m.mu.Lock()
+	byType := m.results[containerID]
+	if byType == nil {
+		byType = map[Type]Result{}
+		m.results[containerID] = byType
+	}
+	changed := byType[w.typ] != r
+	byType[w.typ] = r
+	m.mu.Unlock()
+	if !changed {
+		return
+	}
+	u := Update{PodUID: w.podUID, ContainerID: containerID, Container: w.container.Name, Type: w.typ, Result: r}
+	select {
+	case m.updates <- u:
+	case <-ctx.Done():
+	}
+}
+
+func (m *Manager) forget(containerID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.results, containerID)
+}

@@ -1,0 +1,56 @@
+package probes
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Result is a probe's outcome.
+type Result int8
+
+// Outcomes. Unknown is what a startup probe reports before it has run.
+const (
+	Unknown Result = iota
+	Success
+	Failure
+)
+
+func (r Result) String() string {
+	return [...]string{"unknown", "success", "failure"}[r]
+}
+
+// Type is a probe's kind.
+type Type string
+
+// The three probe types.
+const (
+	Liveness  Type = "Liveness"
+	Readiness Type = "Readiness"
+	Startup   Type = "Startup"
+)
+
+// Target is what one probe run is about: the pod, the container and its
+// runtime ID, and where the pod can be reached.
+type Target struct {
+	Pod         *v1.Pod
+	Container   *v1.Container
+	ContainerID string // runtime ID, without the type:// prefix
+	PodIP       string
+}
+
+// Prober runs one probe once. It blocks for at most timeout. The string
+// is the probe's output, for events and messages; err is set only when
+// the probe could not be run at all (it also counts as a failure).
+type Prober interface {
+	Probe(ctx context.Context, t Target, p *v1.Probe, timeout time.Duration) (Result, string, error)
+}
+
+// ProberFunc adapts a function to a Prober.
+type ProberFunc func(ctx context.Context, t Target, p *v1.Probe, timeout time.Duration) (Result, string, error)
+
+// Probe calls f.
+func (f ProberFunc) Probe(ctx context.Context, t Target, p *v1.Probe, timeout time.Duration) (Result, string, error) {
+	return f(ctx, t, p, timeout)
+}

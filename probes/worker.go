@@ -1,0 +1,184 @@
+package probes
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// worker probes one container with one probe, the kubelet's
+// pkg/kubelet/prober/worker.go rules.
+type worker struct {
+	m         *Manager
+	podUID    types.UID
+	container *v1.Container
+	typ       Type
+	probe     *v1.Probe
+	stop      context.CancelFunc // set by startLocked under m.mu
+
+	// mu guards pod and containerID; the rest belong to run's goroutine.
+	mu          sync.Mutex
+	pod         *v1.Pod
+	containerID string
+	lastResult  Result
+	resultRun   int
+	onHold      bool
+}
+
+func newWorker(m *Manager, pod *v1.Pod, c *v1.Container, typ Type, p *v1.Probe) *worker {
+	return &worker{m: m, podUID: pod.UID, pod: pod, container: c, typ: typ, probe: p}
+}
+
+func (w *worker) setPod(p *v1.Pod) {
+	w.mu.Lock()
+	w.pod = p
+	w.mu.Unlock()
+}
+
+func (w *worker) currentID() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.containerID
+}
+
+// initial is what a probe reports before it has run: readiness is
+// failing, liveness is passing, startup is unknown.
+func (w *worker) initial() Result {
+	switch w.typ {
+	case Readiness:
+		return Failure
+	case Liveness:
+		return Success
+	}
+	return Unknown
+}
+
+func seconds(n int32, def int32) time.Duration {
+	if n <= 0 {
+		n = def
+	}
+	return time.Duration(n) * time.Second
+}
+
+func (w *worker) run(ctx context.Context) {
+	period := seconds(w.probe.PeriodSeconds, 10)
+	clk := w.m.cfg.Clock
+	first := clk.NewTimer(w.m.cfg.Jitter(period))
+	select {
+	case <-ctx.Done():
+		first.Stop()
+		return
+	case <-first.C():
+	}
+	tick := clk.NewTicker(period)
+	defer tick.Stop()
+	for {
+		w.doProbe(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C():
+		}
+	}
+}
+
+// doProbe runs the probe once if it should, and applies the thresholds.
+func (w *worker) doProbe(ctx context.Context) {
+	m := w.m
+	st, ok := m.cfg.Status(w.podUID)
+	if !ok {
+		return
+	}
+	var cs *v1.ContainerStatus
+	for _, list := range [][]v1.ContainerStatus{st.ContainerStatuses, st.InitContainerStatuses} {
+		for i := range list {
+			if list[i].Name == w.container.Name {
+				cs = &list[i]
+			}
+		}
+	}
+	if cs == nil || cs.ContainerID == "" {
+		return
+	}
+	w.mu.Lock()
+	pod := w.pod
+	if cs.ContainerID != w.containerID {
+		old := w.containerID
+		w.containerID = cs.ContainerID
+		w.mu.Unlock()
+		if old != "" {
+			m.forget(old)
+		}
+		w.onHold, w.resultRun, w.lastResult = false, 0, Unknown
+		m.set(ctx, w, cs.ContainerID, w.initial())
+	} else {
+		w.mu.Unlock()
+	}
+	if cs.State.Running == nil {
+		m.set(ctx, w, cs.ContainerID, Failure)
+		return
+	}
+	if w.onHold {
+		return // a liveness or startup failure holds until the container restarts
+	}
+	if w.typ != Startup && w.container.StartupProbe != nil && m.Startup(cs.ContainerID) != Success {
+		return // liveness and readiness wait for the startup probe
+	}
+	if w.typ == Startup && m.Startup(cs.ContainerID) == Success {
+		return // done
+	}
+	if m.cfg.Clock.Since(cs.State.Running.StartedAt.Time) < time.Duration(w.probe.InitialDelaySeconds)*time.Second {
+		return
+	}
+
+	target := Target{Pod: pod, Container: w.container, ContainerID: rawID(cs.ContainerID), PodIP: st.PodIP}
+	start := m.cfg.Clock.Now()
+	result, output, err := m.cfg.Prober.Probe(ctx, target, w.probe, seconds(w.probe.TimeoutSeconds, 1))
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		result, output = Failure, err.Error()
+	}
+	m.metrics.observe(pod, w.container.Name, w.typ, result, m.cfg.Clock.Since(start))
+	if result == Failure {
+		msg := fmt.Sprintf("%s probe failed: %s", w.typ, strings.TrimSpace(output))
+		if err != nil {
+			msg = fmt.Sprintf("%s probe errored: %s", w.typ, strings.TrimSpace(output))
+		}
+		m.cfg.Events(pod, v1.EventTypeWarning, "Unhealthy", fmt.Sprintf("container %s: %s", w.container.Name, msg))
+	}
+
+	if w.lastResult == result {
+		w.resultRun++
+	} else {
+		w.lastResult, w.resultRun = result, 1
+	}
+	failures, successes := int(w.probe.FailureThreshold), int(w.probe.SuccessThreshold)
+	if failures <= 0 {
+		failures = 3
+	}
+	if successes <= 0 {
+		successes = 1
+	}
+	if (result == Failure && w.resultRun < failures) || (result == Success && w.resultRun < successes) {
+		return // not enough in a row yet: the previous result stands
+	}
+	m.set(ctx, w, cs.ContainerID, result)
+	if (w.typ == Liveness || w.typ == Startup) && result == Failure {
+		w.onHold, w.resultRun = true, 0
+	}
+}
+
+// rawID strips the "type://" prefix of a container ID.
+func rawID(id string) string {
+	if _, after, ok := strings.Cut(id, "://"); ok {
+		return after
+	}
+	return id
+}
