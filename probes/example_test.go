@@ -31,7 +31,7 @@ func ExampleHandlers() {
 	for _, path := range []string{"/ready", "/missing"} {
 		p := &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: path, Port: intstr.FromInt32(int32(port))}}}
 		result, output, _ := h.Probe(context.Background(), target, p, time.Second)
-		fmt.Println(path, result, strings.TrimSpace(output))
+		fmt.Println(strings.TrimSpace(path + " " + result.String() + " " + strings.TrimSpace(output)))
 	}
 	// Output:
 	// /ready success
