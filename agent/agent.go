@@ -21,6 +21,7 @@ import (
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podworkers"
+	"github.com/nodekit/nodekit/probes"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/status"
@@ -38,6 +39,7 @@ type Agent struct {
 	pleg    pleg.Generator
 	workers *podworkers.PodWorkers
 	status  *status.Manager
+	probes  *probes.Manager
 	loop    *syncloop.Loop
 	metrics *metrics
 
@@ -64,6 +66,26 @@ func New(cfg Config) (*Agent, error) {
 		pods:    map[types.UID]*v1.Pod{},
 		reasons: map[types.UID]map[string]status.Reason{},
 	}
+	a.status = status.New(status.Config{Sink: cfg.StatusSink, Clock: cfg.Clock, Logger: cfg.Logger.WithName("status")})
+	hostIP := ""
+	if len(cfg.NodeIPs) > 0 {
+		hostIP = cfg.NodeIPs[0]
+	}
+	prober := cfg.Prober
+	if prober == nil {
+		h := &probes.Handlers{HostIP: hostIP}
+		if cfg.RuntimeService != nil {
+			h.Exec = cfg.RuntimeService
+		}
+		prober = h
+	}
+	var err error
+	if a.probes, err = probes.New(probes.Config{
+		Prober: prober, Status: a.status.GetPodStatus, Clock: cfg.Clock, Logger: cfg.Logger.WithName("probes"),
+		Events: cfg.Events, Registerer: cfg.Registry,
+	}); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
 	a.rt = cfg.Runtime
 	if a.rt == nil {
 		c := cfg.CRI
@@ -75,13 +97,15 @@ func New(cfg Config) (*Agent, error) {
 		if len(c.NodeIPs) == 0 {
 			c.NodeIPs = cfg.NodeIPs
 		}
+		if c.Probes == nil {
+			c.Probes = probeResults{a.probes}
+		}
 		rt, err := cri.New(c)
 		if err != nil {
 			return nil, fmt.Errorf("agent: %w", err)
 		}
 		a.rt = rt
 	}
-	var err error
 	if a.merger, err = podsource.NewMerger(podsource.MergerConfig{Sources: cfg.Sources, Logger: cfg.Logger.WithName("podsource")}); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
@@ -104,9 +128,8 @@ func New(cfg Config) (*Agent, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	a.status = status.New(status.Config{Sink: cfg.StatusSink, Clock: cfg.Clock, Logger: cfg.Logger.WithName("status")})
 	if a.loop, err = syncloop.New(syncloop.Config{
-		Handler: a, Updates: a.merger.Updates(), Events: a.pleg.Watch(), Due: a.workers.Due, Lookup: a.lookup,
+		Handler: a, Updates: a.merger.Updates(), Events: a.pleg.Watch(), ProbeUpdates: a.probes.Updates(), Due: a.workers.Due, Lookup: a.lookup,
 		HousekeepingPeriod: cfg.HousekeepingPeriod, Clock: cfg.Clock, Logger: cfg.Logger.WithName("syncloop"),
 	}); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -148,6 +171,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.checkRuntime(ctx)
 	g.Go(func() error { return a.status.Run(ctx) })
 	g.Go(func() error { return a.workers.Run(ctx) })
+	g.Go(func() error { return a.probes.Run(ctx) })
 	g.Go(func() error { return a.pleg.Run(ctx) })
 	g.Go(func() error { return a.loop.Run(ctx) })
 	g.Go(func() error { return a.merger.Run(ctx) })
@@ -280,4 +304,15 @@ func newMetrics(reg *prometheus.Registry, a *Agent) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// probeResults adapts the probe manager to what the runtime asks.
+type probeResults struct{ m *probes.Manager }
+
+func (p probeResults) Liveness(id runtime.ContainerID) cri.ProbeResult {
+	return cri.ProbeResult(p.m.Liveness(id.String()))
+}
+
+func (p probeResults) Startup(id runtime.ContainerID) cri.ProbeResult {
+	return cri.ProbeResult(p.m.Startup(id.String()))
 }

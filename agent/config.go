@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/probes"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/status"
@@ -46,6 +47,10 @@ type Config struct {
 	// StatusSink receives pod statuses. Default: none (statuses are served
 	// on /pods only).
 	StatusSink status.Sink
+
+	// Prober runs probes. Default: probes.Handlers, with exec through
+	// RuntimeService and host-network pods reached at the first NodeIP.
+	Prober probes.Prober
 
 	// RelistPeriod is the PLEG's relist period. Default 1s.
 	RelistPeriod time.Duration

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/podworkers"
+	"github.com/nodekit/nodekit/probes"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/status"
 )
@@ -82,6 +83,7 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 	}
 	a.mu.Unlock()
 	states := a.workers.SyncKnownPods(desired)
+	a.probes.CleanupPods(want)
 	if !a.merger.SeenAllSources() {
 		return nil
 	}
@@ -172,6 +174,7 @@ func (a *Agent) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v1.Po
 		return true, nil
 	}
 	res := a.rt.SyncPod(ctx, pod, rs)
+	a.probes.AddPod(pod)
 	reasons := map[string]status.Reason{}
 	for _, step := range res.Steps {
 		if step.Action == runtime.ActionStartContainer && step.Err != nil {
@@ -203,6 +206,7 @@ func sameReasons(a, b map[string]status.Reason) bool {
 // SyncTerminatingPod implements podworkers.SyncHandler: it kills the pod
 // within the grace period and records its final container states.
 func (a *Agent) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, _ *runtime.PodStatus, grace int64) error {
+	a.probes.RemovePod(pod.UID)
 	if err := a.rt.KillPod(ctx, pod, nil, &grace); err != nil {
 		return err
 	}
@@ -226,4 +230,15 @@ func (a *Agent) SyncTerminatingRuntimePod(ctx context.Context, running *runtime.
 func (a *Agent) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus) error {
 	a.generate(pod, rs)
 	return nil
+}
+
+// HandleProbeUpdate implements syncloop.Handler: readiness and startup
+// verdicts go into the pod's status at once.
+func (a *Agent) HandleProbeUpdate(_ context.Context, u probes.Update) {
+	switch u.Type {
+	case probes.Readiness:
+		a.status.SetContainerReadiness(u.PodUID, u.ContainerID, u.Result == probes.Success)
+	case probes.Startup:
+		a.status.SetContainerStartup(u.PodUID, u.ContainerID, u.Result == probes.Success)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/probes"
 	"github.com/nodekit/nodekit/syncloop"
 )
 
@@ -24,9 +25,10 @@ func (p printer) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
 	fmt.Println("remove", pods[0].Name)
 	p.seen <- struct{}{}
 }
-func (printer) HandlePodReconcile(context.Context, []*v1.Pod) {}
-func (printer) HandlePodSyncs(context.Context, []*v1.Pod)     {}
-func (printer) HandlePodCleanups(context.Context) error       { return nil }
+func (printer) HandlePodReconcile(context.Context, []*v1.Pod)    {}
+func (printer) HandlePodSyncs(context.Context, []*v1.Pod)        {}
+func (printer) HandlePodCleanups(context.Context) error          { return nil }
+func (printer) HandleProbeUpdate(context.Context, probes.Update) {}
 
 func Example() {
 	updates := make(chan podsource.Update, 2)

@@ -9,6 +9,8 @@
 //     HandlePodReconcile;
 //   - a PLEG event for a known pod → HandlePodSyncs (ContainerRemoved
 //     events are not worth a sync);
+//   - a probe result change → HandleProbeUpdate, and for a liveness or
+//     startup failure also HandlePodSyncs, so the restart comes at once;
 //   - every SyncPeriod (1 s) the pods whose resync is due → HandlePodSyncs;
 //   - every HousekeepingPeriod (2 s) → HandlePodCleanups.
 //
@@ -27,6 +29,7 @@ import (
 
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/probes"
 )
 
 // Handler receives what the loop dispatches.
@@ -37,6 +40,8 @@ type Handler interface {
 	HandlePodReconcile(ctx context.Context, pods []*v1.Pod)
 	HandlePodSyncs(ctx context.Context, pods []*v1.Pod)
 	HandlePodCleanups(ctx context.Context) error
+	// HandleProbeUpdate receives a change of a probe result.
+	HandleProbeUpdate(ctx context.Context, u probes.Update)
 }
 
 // Config configures the loop.
@@ -47,6 +52,8 @@ type Config struct {
 	Updates <-chan podsource.Update
 	// Events are the PLEG's events. Optional.
 	Events <-chan *pleg.Event
+	// ProbeUpdates are the probes' result changes. Optional.
+	ProbeUpdates <-chan probes.Update
 	// Due returns the pods whose resync is due (podworkers.Due). Optional.
 	Due func(now time.Time) []types.UID
 	// Lookup finds a known pod by UID. Required.
@@ -112,6 +119,14 @@ func (l *Loop) Run(ctx context.Context) error {
 			}
 			if pod, ok := l.cfg.Lookup(e.ID); ok {
 				h.HandlePodSyncs(ctx, []*v1.Pod{pod})
+			}
+		case u := <-l.cfg.ProbeUpdates:
+			h.HandleProbeUpdate(ctx, u)
+			// A liveness or startup failure means a restart: sync now.
+			if (u.Type == probes.Liveness || u.Type == probes.Startup) && u.Result == probes.Failure {
+				if pod, ok := l.cfg.Lookup(u.PodUID); ok {
+					h.HandlePodSyncs(ctx, []*v1.Pod{pod})
+				}
 			}
 		case <-syncTick.C():
 			if l.cfg.Due == nil {

@@ -52,6 +52,9 @@ type ContainerToKill struct {
 	ID      runtime.ContainerID
 	Name    string
 	Message string
+	// GracePeriod, when set, is the failing probe's own
+	// terminationGracePeriodSeconds, which replaces the pod's.
+	GracePeriod *int64
 }
 
 // IsRestartableInit reports whether an init container is a sidecar: an
@@ -161,12 +164,28 @@ func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResul
 			a.ContainersToStart = append(a.ContainersToStart, i)
 		}
 		a.kill(st, msg)
+		a.ContainersToKill[len(a.ContainersToKill)-1].GracePeriod = probeGrace(c, st, probes)
 	}
 	if keep == 0 && len(a.ContainersToStart) == 0 {
 		a.KillPod = true
 		a.InitContainersToStart = nil // sidecars do not keep a finished pod alive
 	}
 	return a
+}
+
+// probeGrace is the terminationGracePeriodSeconds of the probe whose
+// failure kills the container, if it sets one.
+func probeGrace(c *v1.Container, st *runtime.ContainerStatus, probes ProbeResults) *int64 {
+	if probes == nil {
+		return nil
+	}
+	if p := c.LivenessProbe; p != nil && probes.Liveness(st.ID) == ProbeFailure {
+		return p.TerminationGracePeriodSeconds
+	}
+	if p := c.StartupProbe; p != nil && probes.Startup(st.ID) == ProbeFailure {
+		return p.TerminationGracePeriodSeconds
+	}
+	return nil
 }
 
 func (a *PodActions) kill(st *runtime.ContainerStatus, msg string) {
