@@ -1,0 +1,117 @@
+package agent_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/fakecri"
+)
+
+const probedPod = `apiVersion: v1
+kind: Pod
+metadata: {name: probed}
+spec:
+  containers:
+  - name: app
+    image: busybox:1.36
+    env: [{name: FAKECRI_EXEC, value: '{"check-ready": {"exitCode": 0}, "check-alive": {"exitCode": 0}}'}]
+    readinessProbe: {exec: {command: [check-ready]}, periodSeconds: 1, failureThreshold: 1}
+    livenessProbe: {exec: {command: [check-alive]}, periodSeconds: 1, failureThreshold: 2}
+`
+
+type eventLog struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (e *eventLog) add(_ *v1.Pod, _, reason, msg string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.list = append(e.list, reason+": "+msg)
+}
+
+func (e *eventLog) has(s string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, l := range e.list {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestExecProbesOnFakecri drives readiness and liveness through scripted
+// exec results: readiness flips the Ready condition both ways, and a
+// failing liveness probe restarts the container.
+func TestExecProbesOnFakecri(t *testing.T) {
+	dir := manifestDir(t)
+	if err := os.WriteFile(filepath.Join(dir, "probed.yaml"), []byte(probedPod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fake := newFake(t)
+	src, _ := podsource.NewFile(podsource.FileConfig{Dir: dir, NodeName: "node"})
+	var events eventLog
+	a, err := agent.New(agent.Config{
+		NodeName: "node", RuntimeService: fake, ImageService: fake, Sources: []podsource.Source{src}, Events: events.add,
+		CRI: cri.Config{PodLogsDir: filepath.Join(dir, "..", "logs"), PodsDir: filepath.Join(dir, "..", "pods"), ResolvConf: "-"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	r := &running{t: t, a: a}
+
+	ready := func() (bool, *v1.ContainerStatus) {
+		p := r.pod("probed")
+		if p == nil || len(p.Status.ContainerStatuses) != 1 {
+			return false, nil
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodReady {
+				return c.Status == v1.ConditionTrue, &p.Status.ContainerStatuses[0]
+			}
+		}
+		return false, &p.Status.ContainerStatuses[0]
+	}
+	eventually(t, "the pod is Ready", func() bool { ok, _ := ready(); return ok })
+	_, cs := ready()
+	id := strings.TrimPrefix(cs.ContainerID, "fakecri://")
+
+	if err := fake.SetExecResult(id, "check-ready", fakecri.ExecResult{ExitCode: 1, Stderr: "not yet"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the pod is not Ready", func() bool { ok, c := ready(); return !ok && c != nil && !c.Ready })
+	if !events.has("Readiness probe failed: not yet") {
+		t.Error("no Unhealthy event for the readiness failure")
+	}
+	if err := fake.SetExecResult(id, "check-ready", fakecri.ExecResult{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the pod is Ready again", func() bool { ok, _ := ready(); return ok })
+
+	if err := fake.SetExecResult(id, "check-alive", fakecri.ExecResult{ExitCode: 1, Stdout: "deadlocked"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the container is restarted", func() bool {
+		_, c := ready()
+		return c != nil && c.RestartCount >= 1 && c.ContainerID != "fakecri://"+id
+	})
+	for _, want := range []string{"Liveness probe failed: deadlocked", "failed liveness probe, will be restarted"} {
+		if !events.has(want) {
+			t.Errorf("no event with %q", want)
+		}
+	}
+}
