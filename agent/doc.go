@@ -35,6 +35,13 @@
 // v1.PodList with statuses, as the kubelet's /pods) and /metrics; with
 // Config.Listen set, Run serves them itself.
 //
-// Not here yet: admission (eviction, resources), probes, volumes, mirror
-// pods and the API server; they come with their packages.
+// Probes: the agent runs a probes.Manager for the pods it syncs.
+// Readiness and startup results update the container's ready and started
+// fields and the pod's Ready conditions at once (status.Manager); a
+// liveness or startup failure syncs the pod, and the runtime restarts the
+// container (ComputePodActions reads the results), within the probe's own
+// terminationGracePeriodSeconds when it sets one.
+//
+// Not here yet: admission (eviction, resources), volumes, mirror pods and
+// the API server; they come with their packages.
 package agent

@@ -84,6 +84,14 @@ func TestStandaloneAgentOnContainerd(t *testing.T) {
 	if !equalPhases(last, want) {
 		t.Fatalf("phases %v, want %v\nagent log:\n%s", last, want, tail(stderr.String(), 30))
 	}
+	// web's exec readiness probe (cat /www/index.html) makes it Ready.
+	deadline = time.Now().Add(30 * time.Second)
+	for !webReady(addr, "web-"+node) {
+		if time.Now().After(deadline) {
+			t.Fatalf("web is not Ready\nagent log:\n%s", tail(stderr.String(), 30))
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
 	resp, err := http.Get("http://" + addr + "/healthz")
 	if err != nil {
 		t.Fatal(err)
@@ -135,6 +143,26 @@ func phases(addr string) map[string]v1.PodPhase {
 		out[p.Name] = p.Status.Phase
 	}
 	return out
+}
+
+func webReady(addr, name string) bool {
+	resp, err := http.Get("http://" + addr + "/pods")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var list v1.PodList
+	if json.NewDecoder(resp.Body).Decode(&list) != nil {
+		return false
+	}
+	for _, p := range list.Items {
+		for _, c := range p.Status.Conditions {
+			if p.Name == name && c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func equalPhases(a, b map[string]v1.PodPhase) bool {
