@@ -88,6 +88,10 @@ func Generate(in Input) v1.PodStatus {
 		for _, ip := range ips {
 			s.PodIPs = append(s.PodIPs, v1.PodIP{IP: ip})
 		}
+	} else {
+		// The sandbox is gone (a finished pod): keep the last known IPs,
+		// as the kubelet does.
+		s.PodIP, s.PodIPs = prev.PodIP, prev.PodIPs
 	}
 	s.StartTime = prev.StartTime
 	if s.StartTime == nil {

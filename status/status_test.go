@@ -80,6 +80,16 @@ func TestPhase(t *testing.T) {
 	}
 }
 
+func TestPodIPKeptAfterTheSandboxStops(t *testing.T) {
+	p := pod(v1.RestartPolicyNever, nil, "a")
+	first := status.Generate(status.Input{Pod: p, Runtime: observed(c("a", running, 0, 0)), Now: now})
+	stopped := &runtime.PodStatus{ContainerStatuses: []*runtime.ContainerStatus{c("a", exited, 0, 0)}}
+	got := status.Generate(status.Input{Pod: p, Runtime: stopped, Previous: &first, Now: now})
+	if got.PodIP != "127.88.0.1" || len(got.PodIPs) != 1 {
+		t.Errorf("pod IP %q %v after the sandbox stopped, want the last known", got.PodIP, got.PodIPs)
+	}
+}
+
 func TestTerminalPhaseNeverChanges(t *testing.T) {
 	p := pod(v1.RestartPolicyNever, nil, "a")
 	prev := &v1.PodStatus{Phase: v1.PodSucceeded}
