@@ -17,13 +17,18 @@ var (
 	_ podworkers.SyncHandler = (*Agent)(nil)
 )
 
-// HandlePodAdditions implements syncloop.Handler.
-func (a *Agent) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
+// remember records pods as desired.
+func (a *Agent) remember(pods []*v1.Pod) {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	for _, p := range pods {
 		a.pods[p.UID] = p
 	}
-	a.mu.Unlock()
+}
+
+// HandlePodAdditions implements syncloop.Handler.
+func (a *Agent) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
+	a.remember(pods)
 	for _, p := range pods {
 		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
 	}
@@ -31,11 +36,7 @@ func (a *Agent) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
 
 // HandlePodUpdates implements syncloop.Handler.
 func (a *Agent) HandlePodUpdates(_ context.Context, pods []*v1.Pod) {
-	a.mu.Lock()
-	for _, p := range pods {
-		a.pods[p.UID] = p
-	}
-	a.mu.Unlock()
+	a.remember(pods)
 	for _, p := range pods {
 		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodUpdate, Pod: p})
 	}
@@ -54,13 +55,7 @@ func (a *Agent) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
 }
 
 // HandlePodReconcile implements syncloop.Handler.
-func (a *Agent) HandlePodReconcile(ctx context.Context, pods []*v1.Pod) {
-	a.mu.Lock()
-	for _, p := range pods {
-		a.pods[p.UID] = p
-	}
-	a.mu.Unlock()
-}
+func (a *Agent) HandlePodReconcile(_ context.Context, pods []*v1.Pod) { a.remember(pods) }
 
 // HandlePodSyncs implements syncloop.Handler.
 func (a *Agent) HandlePodSyncs(_ context.Context, pods []*v1.Pod) {

@@ -19,8 +19,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	utilexec "k8s.io/utils/exec"
+
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // maxBody is how much of an HTTP probe's answer is read, the kubelet's.
@@ -108,27 +109,8 @@ func (h *Handlers) host(t Target, explicit string) string {
 	return "127.0.0.1"
 }
 
-// port resolves a number or a container port name.
-func port(p intstr.IntOrString, c *v1.Container) (int, error) {
-	if p.Type == intstr.Int {
-		if p.IntVal < 1 || p.IntVal > 65535 {
-			return 0, fmt.Errorf("invalid port %d", p.IntVal)
-		}
-		return int(p.IntVal), nil
-	}
-	for _, cp := range c.Ports {
-		if cp.Name == p.StrVal {
-			return int(cp.ContainerPort), nil
-		}
-	}
-	if n, err := strconv.Atoi(p.StrVal); err == nil && n > 0 && n < 65536 {
-		return n, nil
-	}
-	return 0, fmt.Errorf("container %q has no port named %q", c.Name, p.StrVal)
-}
-
 func (h *Handlers) httpGet(ctx context.Context, t Target, g *v1.HTTPGetAction, timeout time.Duration) (Result, string, error) {
-	pn, err := port(g.Port, t.Container)
+	pn, err := podutil.ResolvePort(g.Port, t.Container)
 	if err != nil {
 		return Failure, "", err
 	}
@@ -199,7 +181,7 @@ func (h *Handlers) httpGet(ctx context.Context, t Target, g *v1.HTTPGetAction, t
 var errRedirectElsewhere = errors.New("redirect to another host")
 
 func (h *Handlers) tcp(ctx context.Context, t Target, a *v1.TCPSocketAction) (Result, string, error) {
-	pn, err := port(a.Port, t.Container)
+	pn, err := podutil.ResolvePort(a.Port, t.Container)
 	if err != nil {
 		return Failure, "", err
 	}

@@ -19,11 +19,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -173,7 +174,7 @@ func run(name, out, layout, busybox, entrypoint, cmd string, files []string) err
 				return err
 			}
 		}
-		for _, p := range sortedKeys(files2) {
+		for _, p := range slices.Sorted(maps.Keys(files2)) {
 			if err := tw.WriteHeader(&tar.Header{Name: p, Mode: 0o644, Size: int64(len(files2[p])), Typeflag: tar.TypeReg, ModTime: epoch}); err != nil {
 				return err
 			}
@@ -196,7 +197,7 @@ func run(name, out, layout, busybox, entrypoint, cmd string, files []string) err
 func buildLayer(entries map[string]entry) ([]byte, string, error) {
 	var raw bytes.Buffer
 	tw := tar.NewWriter(&raw)
-	for _, k := range sortedKeys(entries) {
+	for _, k := range slices.Sorted(maps.Keys(entries)) {
 		e := entries[k]
 		h := &tar.Header{Name: e.name, Mode: e.mode, Typeflag: e.typ, Linkname: e.linkname, ModTime: epoch, Uid: 0, Gid: 0, Format: tar.FormatPAX}
 		if e.typ == tar.TypeReg {
@@ -244,13 +245,4 @@ func fields(s string) []string {
 		return nil
 	}
 	return strings.Fields(s)
-}
-
-func sortedKeys[T any](m map[string]T) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -4,7 +4,11 @@
 package podutil
 
 import (
+	"fmt"
+	"strconv"
+
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // QOSClass computes a pod's QoS class as the API server does:
@@ -47,3 +51,23 @@ func IsRestartableInit(c *v1.Container) bool {
 
 // FullName is "namespace/name".
 func FullName(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
+// ResolvePort turns a port number, or the name of one of the container's
+// ports, into a port number, as probes and lifecycle hooks need.
+func ResolvePort(p intstr.IntOrString, c *v1.Container) (int, error) {
+	if p.Type == intstr.Int {
+		if p.IntVal < 1 || p.IntVal > 65535 {
+			return 0, fmt.Errorf("invalid port %d", p.IntVal)
+		}
+		return int(p.IntVal), nil
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == p.StrVal {
+			return int(cp.ContainerPort), nil
+		}
+	}
+	if n, err := strconv.Atoi(p.StrVal); err == nil && n > 0 && n < 65536 {
+		return n, nil
+	}
+	return 0, fmt.Errorf("container %q has no port named %q", c.Name, p.StrVal)
+}

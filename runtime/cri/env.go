@@ -3,8 +3,9 @@ package cri
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -78,7 +79,7 @@ func (r *Runtime) makeEnv(ctx context.Context, ec envContext) (*envList, error) 
 			return nil, fmt.Errorf("%s: neither configMapRef nor secretRef is set", field)
 		}
 		var invalid []string
-		for _, k := range sortedKeys(data) {
+		for _, k := range slices.Sorted(maps.Keys(data)) {
 			name := src.Prefix + k
 			if errs := validation.IsEnvVarName(name); len(errs) > 0 {
 				invalid = append(invalid, name)
@@ -303,13 +304,4 @@ func findContainer(pod *v1.Pod, name string) *v1.Container {
 		}
 	}
 	return nil
-}
-
-func sortedKeys[T any](m map[string]T) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

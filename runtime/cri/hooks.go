@@ -14,8 +14,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	utilexec "k8s.io/utils/exec"
+
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // Hook reasons, the kubelet's.
@@ -72,7 +73,7 @@ func (r *Runtime) httpHook(ctx context.Context, pod *v1.Pod, c *v1.Container, g 
 			host = "127.0.0.1"
 		}
 	}
-	port, err := resolvePort(g.Port, c)
+	port, err := podutil.ResolvePort(g.Port, c)
 	if err != nil {
 		return err
 	}
@@ -118,23 +119,4 @@ func (r *Runtime) httpHook(ctx context.Context, pod *v1.Pod, c *v1.Container, g 
 		return fmt.Errorf("HTTP lifecycle hook (%s) failed with status %d: %s", g.Path, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 	return nil
-}
-
-// resolvePort turns a port number or a container port name into a number.
-func resolvePort(p intstr.IntOrString, c *v1.Container) (int, error) {
-	if p.Type == intstr.Int {
-		if p.IntVal <= 0 || p.IntVal > 65535 {
-			return 0, fmt.Errorf("invalid port %d", p.IntVal)
-		}
-		return int(p.IntVal), nil
-	}
-	for _, cp := range c.Ports {
-		if cp.Name == p.StrVal {
-			return int(cp.ContainerPort), nil
-		}
-	}
-	if n, err := strconv.Atoi(p.StrVal); err == nil && n > 0 && n <= 65535 {
-		return n, nil
-	}
-	return 0, fmt.Errorf("container %q has no port named %q", c.Name, p.StrVal)
 }

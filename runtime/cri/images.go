@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/distribution/reference"
@@ -173,7 +175,7 @@ func (r *Runtime) pullAuths(ctx context.Context, pod *v1.Pod, named reference.Na
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", field, err)
 		}
-		for _, key := range sortedKeys(entries) {
+		for _, key := range slices.Sorted(maps.Keys(entries)) {
 			host, prefix := splitRegistryKey(key)
 			if !matchHost(host, domain) || (prefix != "" && !strings.HasPrefix(repoPath, prefix)) {
 				continue

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -336,7 +338,7 @@ func (r *Runtime) ListContainers(_ context.Context, f *runtimeapi.ContainerFilte
 		return nil, err
 	}
 	var out []*runtimeapi.Container
-	for _, id := range sortedKeys(r.containers) {
+	for _, id := range slices.Sorted(maps.Keys(r.containers)) {
 		c := r.containers[id]
 		if f != nil {
 			if f.GetId() != "" && !hasPrefix(c.id, f.GetId()) {

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -287,15 +286,6 @@ func copyMap(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
-}
-
-func sortedKeys[T any](m map[string]T) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // now returns the current time. The caller holds r.mu. Inside a timer

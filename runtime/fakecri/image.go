@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -137,7 +139,7 @@ func (r *Runtime) ListImages(_ context.Context, f *runtimeapi.ImageFilter) ([]*r
 		}
 	}
 	var out []*runtimeapi.Image
-	for _, id := range sortedKeys(r.images) {
+	for _, id := range slices.Sorted(maps.Keys(r.images)) {
 		if want == nil || want.id == id {
 			out = append(out, r.images[id].api())
 		}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -204,7 +206,7 @@ func (r *Runtime) sandboxContainersLocked(sandboxID string) []*container {
 		return nil
 	}
 	out := make([]*container, 0, len(sb.containers))
-	for _, id := range sortedKeys(sb.containers) {
+	for _, id := range slices.Sorted(maps.Keys(sb.containers)) {
 		out = append(out, sb.containers[id])
 	}
 	return out
@@ -219,7 +221,7 @@ func (r *Runtime) ListPodSandbox(_ context.Context, f *runtimeapi.PodSandboxFilt
 		return nil, err
 	}
 	var out []*runtimeapi.PodSandbox
-	for _, id := range sortedKeys(r.sandboxes) {
+	for _, id := range slices.Sorted(maps.Keys(r.sandboxes)) {
 		sb := r.sandboxes[id]
 		if f != nil {
 			if f.GetId() != "" && !hasPrefix(sb.id, f.GetId()) {

@@ -2,6 +2,8 @@ package fakecri
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -70,7 +72,7 @@ func (r *Runtime) ListContainerStats(_ context.Context, f *runtimeapi.ContainerS
 		return nil, err
 	}
 	var out []*runtimeapi.ContainerStats
-	for _, id := range sortedKeys(r.containers) {
+	for _, id := range slices.Sorted(maps.Keys(r.containers)) {
 		c := r.containers[id]
 		if f != nil {
 			if f.GetId() != "" && !hasPrefix(c.id, f.GetId()) {
@@ -141,7 +143,7 @@ func (r *Runtime) ListPodSandboxStats(_ context.Context, f *runtimeapi.PodSandbo
 		return nil, err
 	}
 	var out []*runtimeapi.PodSandboxStats
-	for _, id := range sortedKeys(r.sandboxes) {
+	for _, id := range slices.Sorted(maps.Keys(r.sandboxes)) {
 		sb := r.sandboxes[id]
 		if f != nil {
 			if f.GetId() != "" && !hasPrefix(sb.id, f.GetId()) {
