@@ -189,3 +189,19 @@ func TestExecProbeAndBadProbes(t *testing.T) {
 		t.Errorf("two handlers: %v %v", r, err)
 	}
 }
+
+func TestHTTPSProbeSkipsCertificateChecks(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(strings.Repeat("x", 64<<10))) // beyond the 10 KiB read limit
+	}))
+	defer srv.Close()
+	_, port := hostPort(t, srv.Listener.Addr().String())
+	p := &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Scheme: v1.URISchemeHTTPS, Port: intstr.FromInt32(int32(port))}}}
+	r, out, err := (&probes.Handlers{}).Probe(context.Background(), target(&v1.Container{}), p, time.Second)
+	if r != probes.Success || err != nil {
+		t.Fatalf("HTTPS probe of a self-signed server: %v %v", r, err)
+	}
+	if len(out) != 10<<10 {
+		t.Errorf("read %d bytes of the body, want the 10 KiB limit", len(out))
+	}
+}

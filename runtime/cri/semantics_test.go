@@ -709,3 +709,30 @@ func TestGraceOverrideOnlyShortens(t *testing.T) {
 }
 
 func runtimeGosched() { goruntime.Gosched() }
+
+// failingLiveness reports every container's liveness as failed.
+type failingLiveness struct{}
+
+func (failingLiveness) Liveness(runtime.ContainerID) cri.ProbeResult { return cri.ProbeFailure }
+func (failingLiveness) Startup(runtime.ContainerID) cri.ProbeResult  { return cri.ProbeSuccess }
+
+func TestLivenessKillUsesTheProbesGracePeriod(t *testing.T) {
+	h := newHarness(t, fakecri.Config{}, func(c *cri.Config) { c.Probes = failingLiveness{} })
+	pod := testPod(v1.RestartPolicyAlways, nil, "app")
+	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](60)
+	pod.Spec.Containers[0].LivenessProbe = &v1.Probe{
+		ProbeHandler:                  v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"check"}}},
+		TerminationGracePeriodSeconds: ptr.To[int64](3),
+	}
+	// The first sync starts the container; the liveness failure then
+	// kills it with the probe's 3 s, not the pod's 60 s, and restarts it.
+	h.rt.SyncPod(h.ctx, pod, h.status(pod))
+	id := h.status(pod).FindContainerStatus("app").ID.ID
+	res := h.rt.SyncPod(h.ctx, pod, h.status(pod))
+	if diff := cmp.Diff([]string{"KillContainer app", "StartContainer app"}, steps(res)); diff != "" {
+		t.Fatalf("steps (-want +got):\n%s", diff)
+	}
+	if got := h.rec.stops[id]; got != 3 {
+		t.Errorf("killed with %ds, want the probe's 3", got)
+	}
+}
