@@ -351,3 +351,23 @@ func waitFor(t *testing.T, cond func() bool) {
 		goschedHelper()
 	}
 }
+
+func TestTerminatingPodIsNeverSyncedAgain(t *testing.T) {
+	e := newEnv(t)
+	p := pod("a", "v1")
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	e.next()
+	gate := e.h.block(p.UID)
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
+	if c := e.next(); c.kind != "terminating" {
+		t.Fatalf("%+v", c)
+	}
+	// Spec updates and resyncs while it terminates change nothing.
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodUpdate, Pod: pod("a", "v2")})
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: pod("a", "v2")})
+	close(gate)
+	if c := e.next(); c.kind != "terminated" {
+		t.Errorf("after updates during termination: %+v, want terminated and no sync", c)
+	}
+	e.quiet()
+}

@@ -260,3 +260,34 @@ func TestManagerRetriesAFailedPush(t *testing.T) {
 }
 
 func goruntimeYield() { gosched() }
+
+func TestSidecarPhases(t *testing.T) {
+	always := v1.ContainerRestartPolicyAlways
+	p := pod(v1.RestartPolicyNever, []string{"proxy"}, "app")
+	p.Spec.InitContainers[0].RestartPolicy = &always
+	p.Spec.InitContainers[0].StartupProbe = &v1.Probe{}
+	proxy := c("proxy", running, 0, 0)
+	started := map[string]bool{proxy.ID.String(): true}
+	for _, tc := range []struct {
+		name    string
+		obs     *runtime.PodStatus
+		started map[string]bool
+		phase   v1.PodPhase
+		init    v1.ConditionStatus
+	}{
+		{"sidecar not started yet", observed(proxy), nil, v1.PodPending, v1.ConditionFalse},
+		{"sidecar started, app running", observed(c("app", running, 0, 0), proxy), started, v1.PodRunning, v1.ConditionTrue},
+		{"app done under Never, sidecar still running", observed(c("app", exited, 0, 0), proxy), started, v1.PodSucceeded, v1.ConditionTrue},
+		{"app failed under Never", observed(c("app", exited, 1, 0), proxy), started, v1.PodFailed, v1.ConditionTrue},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := status.Generate(status.Input{Pod: p, Runtime: tc.obs, Started: tc.started, Now: now})
+			if s.Phase != tc.phase {
+				t.Errorf("phase %s, want %s", s.Phase, tc.phase)
+			}
+			if got := condition(s, v1.PodInitialized).Status; got != tc.init {
+				t.Errorf("Initialized %s, want %s", got, tc.init)
+			}
+		})
+	}
+}
