@@ -41,7 +41,7 @@ type Config struct {
 
 	// Sources provide the pods. At least one is required: a
 	// podsource.File for static pods, a podsource.HTTP, a
-	// podsource.Channel, or the kube package's API-server source.
+	// podsource.Channel, or a source of your own.
 	Sources []podsource.Source
 
 	// StatusSink receives pod statuses. Default: none (statuses are served

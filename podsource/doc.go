@@ -26,5 +26,6 @@
 // reports when every source has been seen (SeenAllSources), after which a
 // pod missing from all sources is really gone.
 //
-// What it leaves out: the API-server source lives in package kube.
+// What it leaves out: an API-server source; it belongs in the kube package
+// (the API-server adapters), which is not written yet.
 package podsource

@@ -25,7 +25,8 @@
 // Manager keeps the latest status of each pod with a version, merges the
 // probes' readiness and startup verdicts (SetContainerReadiness,
 // SetContainerStartup) into it at once, and pushes changes to a Sink from
-// Run: MemorySink, SinkFunc, or an API server sink (package kube).
+// Run: MemorySink, SinkFunc, or a sink of your own (an API-server sink
+// belongs in the kube package, which is not written yet).
 //
 // # Usage
 //
