@@ -2,15 +2,14 @@ package probes
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -21,6 +20,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	utilexec "k8s.io/utils/exec"
 
+	"github.com/nodekit/nodekit/internal/httpget"
 	"github.com/nodekit/nodekit/internal/podutil"
 )
 
@@ -43,6 +43,10 @@ type Handlers struct {
 	// HostIP replaces an empty pod IP (host-network pods). Default
 	// 127.0.0.1.
 	HostIP string
+
+	// once builds transport, shared by every HTTP probe.
+	once      sync.Once
+	transport *http.Transport
 }
 
 var _ Prober = (*Handlers)(nil)
@@ -114,42 +118,17 @@ func (h *Handlers) httpGet(ctx context.Context, t Target, g *v1.HTTPGetAction, t
 	if err != nil {
 		return Failure, "", err
 	}
-	scheme := strings.ToLower(string(g.Scheme))
-	if scheme == "" {
-		scheme = "http"
-	}
-	path := g.Path
-	if !strings.HasPrefix(path, "/") {
-		path = "/" + path
-	}
-	u, err := url.Parse(scheme + "://" + net.JoinHostPort(h.host(t, g.Host), strconv.Itoa(pn)) + path)
-	if err != nil {
-		return Failure, "", fmt.Errorf("invalid URL: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	req, err := httpget.NewRequest(ctx, g, h.host(t, ""), pn, UserAgent)
 	if err != nil {
 		return Failure, "", err
-	}
-	for _, hd := range g.HTTPHeaders {
-		if strings.EqualFold(hd.Name, "host") {
-			req.Host = hd.Value
-			continue
-		}
-		req.Header.Add(hd.Name, hd.Value)
-	}
-	if req.Header.Get("User-Agent") == "" {
-		req.Header.Set("User-Agent", UserAgent)
 	}
 	if req.Header.Get("Accept") == "" {
 		req.Header.Set("Accept", "*/*")
 	}
+	h.once.Do(func() { h.transport = httpget.NewTransport() })
 	client := &http.Client{
-		Timeout: timeout,
-		Transport: &http.Transport{
-			TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the kubelet does not verify probe endpoints
-			DisableKeepAlives: true,
-			Proxy:             nil,
-		},
+		Timeout:   timeout,
+		Transport: h.transport,
 		// Redirects are followed only to the same host, as the kubelet
 		// does; a redirect elsewhere ends the probe as a success with a
 		// warning in the output.

@@ -3,6 +3,7 @@ package cri
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sort"
 	"sync"
 
@@ -12,6 +13,7 @@ import (
 	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/internal/httpget"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -32,6 +34,8 @@ type Runtime struct {
 	// pullSlots holds one token per pull under way.
 	pullSlots chan struct{}
 	hashes    *hashCache
+	// hookTransport serves every HTTP lifecycle hook.
+	hookTransport *http.Transport
 
 	// mu guards typ.
 	mu  sync.Mutex
@@ -46,14 +50,15 @@ func New(cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	return &Runtime{
-		rs:           cfg.RuntimeService,
-		is:           cfg.ImageService,
-		cfg:          cfg,
-		log:          cfg.Logger,
-		crashBackoff: newBackoff(cfg.CrashLoopBackOff, cfg.Clock),
-		pullBackoff:  newBackoff(cfg.ImagePullBackOff, cfg.Clock),
-		pullSlots:    make(chan struct{}, max(cfg.MaxParallelImagePulls, 1)),
-		hashes:       newHashCache(),
+		rs:            cfg.RuntimeService,
+		is:            cfg.ImageService,
+		cfg:           cfg,
+		log:           cfg.Logger,
+		crashBackoff:  newBackoff(cfg.CrashLoopBackOff, cfg.Clock),
+		pullBackoff:   newBackoff(cfg.ImagePullBackOff, cfg.Clock),
+		pullSlots:     make(chan struct{}, max(cfg.MaxParallelImagePulls, 1)),
+		hashes:        newHashCache(),
+		hookTransport: httpget.NewTransport(),
 	}, nil
 }
 

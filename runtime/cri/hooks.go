@@ -2,20 +2,17 @@ package cri
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	utilexec "k8s.io/utils/exec"
 
+	"github.com/nodekit/nodekit/internal/httpget"
 	"github.com/nodekit/nodekit/internal/podutil"
 )
 
@@ -62,54 +59,23 @@ func (r *Runtime) runHook(ctx context.Context, pod *v1.Pod, c *v1.Container, con
 }
 
 func (r *Runtime) httpHook(ctx context.Context, pod *v1.Pod, c *v1.Container, g *v1.HTTPGetAction, podIPs []string) error {
-	host := g.Host
+	ips := podIPs
+	if pod.Spec.HostNetwork {
+		ips = r.cfg.NodeIPs
+	}
+	host := first(ips)
 	if host == "" {
-		ips := podIPs
-		if pod.Spec.HostNetwork {
-			ips = r.cfg.NodeIPs
-		}
-		host = first(ips)
-		if host == "" {
-			host = "127.0.0.1"
-		}
+		host = "127.0.0.1"
 	}
 	port, err := podutil.ResolvePort(g.Port, c)
 	if err != nil {
 		return err
 	}
-	scheme := strings.ToLower(string(g.Scheme))
-	if scheme == "" {
-		scheme = "http"
-	}
-	path := g.Path
-	if !strings.HasPrefix(path, "/") {
-		path = "/" + path
-	}
-	u := &url.URL{Scheme: scheme, Host: net.JoinHostPort(host, strconv.Itoa(port))}
-	u, err = u.Parse(path)
-	if err != nil {
-		return fmt.Errorf("invalid path %q: %w", g.Path, err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	req, err := httpget.NewRequest(ctx, g, host, port, "kube-lifecycle/1.37")
 	if err != nil {
 		return err
 	}
-	for _, h := range g.HTTPHeaders {
-		if strings.EqualFold(h.Name, "host") {
-			req.Host = h.Value
-			continue
-		}
-		req.Header.Add(h.Name, h.Value)
-	}
-	if req.Header.Get("User-Agent") == "" {
-		req.Header.Set("User-Agent", "kube-lifecycle/1.37")
-	}
-	client := &http.Client{Transport: &http.Transport{
-		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the kubelet does not verify hook endpoints either
-		DisableKeepAlives: true,
-		Proxy:             nil,
-	}}
-	resp, err := client.Do(req)
+	resp, err := (&http.Client{Transport: r.hookTransport}).Do(req)
 	if err != nil {
 		return fmt.Errorf("HTTP lifecycle hook (%s) failed: %w", g.Path, err)
 	}
