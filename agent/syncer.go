@@ -91,7 +91,7 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 		if _, known := states[uid]; known && !a.workers.ShouldPodContentBeRemoved(uid) {
 			continue // its worker is terminating it
 		}
-		if running := runningPod(rs); running != nil {
+		if running, empty := rs.RunningPod(false); !empty {
 			a.log.V(2).Info("killing an orphaned pod", "pod", running.FullName(), "podUID", uid)
 			a.workers.UpdatePod(podworkers.UpdatePodOptions{RunningPod: running})
 		}
@@ -117,26 +117,6 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// runningPod is what of an observed pod still runs: running or unknown
-// containers and ready sandboxes; nil when nothing does.
-func runningPod(rs *runtime.PodStatus) *runtime.Pod {
-	p := &runtime.Pod{ID: rs.ID, Name: rs.Name, Namespace: rs.Namespace}
-	for _, c := range rs.ContainerStatuses {
-		if c.State == runtime.ContainerStateRunning || c.State == runtime.ContainerStateUnknown {
-			p.Containers = append(p.Containers, &runtime.Container{ID: c.ID, Name: c.Name, State: c.State})
-		}
-	}
-	for _, s := range rs.SandboxStatuses {
-		if s.State == runtime.SandboxStateReady {
-			p.Sandboxes = append(p.Sandboxes, &runtime.Container{ID: runtime.ContainerID{ID: s.ID}, Name: s.Name, State: runtime.ContainerStateRunning})
-		}
-	}
-	if len(p.Containers)+len(p.Sandboxes) == 0 {
-		return nil
-	}
-	return p
 }
 
 // generate computes and records the pod's status.

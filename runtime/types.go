@@ -150,6 +150,30 @@ func (s *PodStatus) ContainerStatusesByName(name string) []*ContainerStatus {
 	return out
 }
 
+// RunningPod returns what of the observed pod may still run, for
+// Runtime.KillPod: containers in the running or unknown state, and the
+// ready sandboxes (every sandbox when allSandboxes, so that a dead
+// sandbox's resources are released too). Empty is true when nothing is
+// left to stop.
+func (s *PodStatus) RunningPod(allSandboxes bool) (p *Pod, empty bool) {
+	p = &Pod{ID: s.ID, Name: s.Name, Namespace: s.Namespace}
+	for _, c := range s.ContainerStatuses {
+		if c.State == ContainerStateRunning || c.State == ContainerStateUnknown {
+			p.Containers = append(p.Containers, &Container{ID: c.ID, Name: c.Name, State: c.State, Hash: c.Hash, CreatedAt: c.CreatedAt})
+		}
+	}
+	for _, sb := range s.SandboxStatuses {
+		if allSandboxes || sb.State == SandboxStateReady {
+			state := ContainerStateExited
+			if sb.State == SandboxStateReady {
+				state = ContainerStateRunning
+			}
+			p.Sandboxes = append(p.Sandboxes, &Container{ID: ContainerID{ID: sb.ID}, Name: sb.Name, State: state, CreatedAt: sb.CreatedAt})
+		}
+	}
+	return p, len(p.Containers)+len(p.Sandboxes) == 0
+}
+
 // ReadySandbox returns the newest sandbox if it is ready, or nil.
 func (s *PodStatus) ReadySandbox() *SandboxStatus {
 	if len(s.SandboxStatuses) == 0 || s.SandboxStatuses[0].State != SandboxStateReady {

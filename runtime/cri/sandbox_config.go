@@ -1,6 +1,7 @@
 package cri
 
 import (
+	"maps"
 	"path/filepath"
 
 	v1 "k8s.io/api/core/v1"
@@ -48,7 +49,7 @@ func (r *Runtime) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 		},
 		LogDirectory: r.podLogDir(pod),
 		Labels:       sandboxLabels(pod),
-		Annotations:  copyMap(pod.Annotations),
+		Annotations:  maps.Clone(pod.Annotations),
 		DnsConfig:    dns,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			CgroupParent: r.cgroupParent(pod),
@@ -110,15 +111,4 @@ func protocol(p v1.Protocol) runtimeapi.Protocol {
 		return runtimeapi.Protocol_SCTP
 	}
 	return runtimeapi.Protocol_TCP
-}
-
-func copyMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }

@@ -44,7 +44,7 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 	log := r.log.WithValues("pod", podRef(pod), "podUID", pod.UID)
 
 	if a.KillPod {
-		if running := runningPodFromStatus(status, a.CreateSandbox); len(running.Containers)+len(running.Sandboxes) > 0 {
+		if running, empty := status.RunningPod(a.CreateSandbox); !empty {
 			err := r.killPod(ctx, pod, running, nil)
 			res.Add(step(runtime.ActionKillPod, podRef(pod), err, ReasonKillPodError))
 			if err != nil {
@@ -198,29 +198,6 @@ func (r *Runtime) startContainer(ctx context.Context, pod *v1.Pod, s containerSp
 		}
 	}
 	return runtime.SyncStep{Action: runtime.ActionStartContainer, Target: c.Name}
-}
-
-// runningPodFromStatus is the part of an observation that KillPod must
-// stop: containers that may be running, and the ready sandboxes (all
-// sandboxes when allSandboxes, so a dead sandbox's network is torn down
-// before a new one is made).
-func runningPodFromStatus(status *runtime.PodStatus, allSandboxes bool) *runtime.Pod {
-	p := &runtime.Pod{ID: status.ID, Name: status.Name, Namespace: status.Namespace}
-	for _, c := range status.ContainerStatuses {
-		if c.State == runtime.ContainerStateRunning || c.State == runtime.ContainerStateUnknown {
-			p.Containers = append(p.Containers, &runtime.Container{ID: c.ID, Name: c.Name, State: c.State, Hash: c.Hash, CreatedAt: c.CreatedAt})
-		}
-	}
-	for _, s := range status.SandboxStatuses {
-		if allSandboxes || s.State == runtime.SandboxStateReady {
-			state := runtime.ContainerStateExited
-			if s.State == runtime.SandboxStateReady {
-				state = runtime.ContainerStateRunning
-			}
-			p.Sandboxes = append(p.Sandboxes, &runtime.Container{ID: runtime.ContainerID{ID: s.ID}, Name: s.Name, State: state, CreatedAt: s.CreatedAt})
-		}
-	}
-	return p
 }
 
 func parseGrace(a map[string]string) (int64, bool) {

@@ -56,8 +56,8 @@ func (c *container) status() *runtimeapi.ContainerStatus {
 		ImageId:     c.image.id,
 		Reason:      c.reason,
 		Message:     c.message,
-		Labels:      copyMap(c.config.GetLabels()),
-		Annotations: copyMap(c.config.GetAnnotations()),
+		Labels:      maps.Clone(c.config.GetLabels()),
+		Annotations: maps.Clone(c.config.GetAnnotations()),
 		Mounts:      c.config.GetMounts(),
 		LogPath:     c.logPath,
 		Resources:   c.resources,
@@ -363,8 +363,8 @@ func (r *Runtime) ListContainers(_ context.Context, f *runtimeapi.ContainerFilte
 			ImageId:      c.image.id,
 			State:        c.state,
 			CreatedAt:    c.createdAt,
-			Labels:       copyMap(c.config.GetLabels()),
-			Annotations:  copyMap(c.config.GetAnnotations()),
+			Labels:       maps.Clone(c.config.GetLabels()),
+			Annotations:  maps.Clone(c.config.GetAnnotations()),
 		})
 	}
 	return out, nil

@@ -277,17 +277,6 @@ func matchLabels(selector, labels map[string]string) bool {
 	return true
 }
 
-func copyMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
 // now returns the current time. The caller holds r.mu. Inside a timer
 // callback the time is the timer's own firing time: a fake clock runs
 // AfterFunc callbacks while holding its lock, so they must not read it.

@@ -43,8 +43,8 @@ func (s *sandbox) status() *runtimeapi.PodSandboxStatus {
 		Linux: &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{
 			Options: s.config.GetLinux().GetSecurityContext().GetNamespaceOptions(),
 		}},
-		Labels:         copyMap(s.config.GetLabels()),
-		Annotations:    copyMap(s.config.GetAnnotations()),
+		Labels:         maps.Clone(s.config.GetLabels()),
+		Annotations:    maps.Clone(s.config.GetAnnotations()),
 		RuntimeHandler: s.handler,
 	}
 	if s.ip.IsValid() {
@@ -239,8 +239,8 @@ func (r *Runtime) ListPodSandbox(_ context.Context, f *runtimeapi.PodSandboxFilt
 			Metadata:       sb.config.GetMetadata(),
 			State:          sb.state,
 			CreatedAt:      sb.createdAt,
-			Labels:         copyMap(sb.config.GetLabels()),
-			Annotations:    copyMap(sb.config.GetAnnotations()),
+			Labels:         maps.Clone(sb.config.GetLabels()),
+			Annotations:    maps.Clone(sb.config.GetAnnotations()),
 			RuntimeHandler: sb.handler,
 		})
 	}

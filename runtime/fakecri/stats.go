@@ -24,8 +24,8 @@ func (r *Runtime) containerStats(c *container) *runtimeapi.ContainerStats {
 		Attributes: &runtimeapi.ContainerAttributes{
 			Id:          c.id,
 			Metadata:    c.config.GetMetadata(),
-			Labels:      copyMap(c.config.GetLabels()),
-			Annotations: copyMap(c.config.GetAnnotations()),
+			Labels:      maps.Clone(c.config.GetLabels()),
+			Annotations: maps.Clone(c.config.GetAnnotations()),
 		},
 		Cpu: &runtimeapi.CpuUsage{
 			Timestamp:            now,
@@ -113,8 +113,8 @@ func (r *Runtime) sandboxStats(sb *sandbox) *runtimeapi.PodSandboxStats {
 		Attributes: &runtimeapi.PodSandboxAttributes{
 			Id:          sb.id,
 			Metadata:    sb.config.GetMetadata(),
-			Labels:      copyMap(sb.config.GetLabels()),
-			Annotations: copyMap(sb.config.GetAnnotations()),
+			Labels:      maps.Clone(sb.config.GetLabels()),
+			Annotations: maps.Clone(sb.config.GetAnnotations()),
 		},
 		Linux: linux,
 	}
