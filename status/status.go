@@ -235,17 +235,20 @@ func (m *Manager) setVerdict(uid types.UID, containerID string, v bool, into map
 	m.setLocked(e.pod, s)
 }
 
-// Verdicts returns copies of the readiness and startup verdicts, keyed by
-// container ID, for Generate.
-func (m *Manager) Verdicts() (ready, started map[string]bool) {
+// VerdictsFor returns the readiness and startup verdicts of the given
+// containers ("type://id"), for Generate; containers without a verdict
+// are left out.
+func (m *Manager) VerdictsFor(ids []string) (ready, started map[string]bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ready, started = make(map[string]bool, len(m.ready)), make(map[string]bool, len(m.started))
-	for k, v := range m.ready {
-		ready[k] = v
-	}
-	for k, v := range m.started {
-		started[k] = v
+	ready, started = make(map[string]bool, len(ids)), make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if v, ok := m.ready[id]; ok {
+			ready[id] = v
+		}
+		if v, ok := m.started[id]; ok {
+			started[id] = v
+		}
 	}
 	return ready, started
 }

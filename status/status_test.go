@@ -216,7 +216,7 @@ func TestManagerPushesChangesToTheSink(t *testing.T) {
 	if m.Version(p.UID) != 2 || sink.Updates() != 2 {
 		t.Errorf("version %d, %d updates, want 2 and 2", m.Version(p.UID), sink.Updates())
 	}
-	if ready, _ := m.Verdicts(); !ready["fake://a-0"] {
+	if ready, _ := m.VerdictsFor([]string{"fake://a-0", "fake://other"}); !ready["fake://a-0"] || len(ready) != 1 {
 		t.Error("the verdict is not kept for the next generation")
 	}
 	if pods := m.Pods(); len(pods) != 1 || !pods[0].Status.ContainerStatuses[0].Ready {
