@@ -122,9 +122,11 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 // generate computes and records the pod's status.
 func (a *Agent) generate(pod *v1.Pod, rs *runtime.PodStatus) v1.PodStatus {
 	prev, ok := a.status.GetPodStatus(pod.UID)
-	ids := make([]string, 0, len(rs.ContainerStatuses))
-	for _, c := range rs.ContainerStatuses {
-		ids = append(ids, c.ID.String())
+	var ids []string
+	if rs != nil {
+		for _, c := range rs.ContainerStatuses {
+			ids = append(ids, c.ID.String())
+		}
 	}
 	ready, started := a.status.VerdictsFor(ids)
 	a.mu.Lock()
