@@ -24,7 +24,7 @@ e2e:
 	hack/e2e/run.sh
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./runtime/...
+	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 bench-agent:
 	hack/bench-agent.sh

@@ -22,9 +22,7 @@ import (
 // readiness probe, which becomes Ready; and a container whose exec
 // liveness probe (cat /tmp/healthy) starts failing, which is restarted.
 func TestProbesOnContainerd(t *testing.T) {
-	endpoint := env(t, "NODEKIT_E2E_ENDPOINT")
-	image := env(t, "NODEKIT_E2E_IMAGE")
-	client, _ := dialContainerd(t)
+	client, image := dialContainerd(t)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +90,7 @@ spec:
 		if err := <-done; err != nil {
 			t.Errorf("agent: %v", err)
 		}
-		removePodsOf(t, endpoint, node)
+		removePodsOf(t, client, node)
 	})
 
 	find := func(name string) *v1.Pod {
@@ -140,15 +138,9 @@ spec:
 }
 
 // removePodsOf stops and removes every sandbox of the node's pods.
-func removePodsOf(t *testing.T, endpoint, node string) {
+func removePodsOf(t *testing.T, c *cri.Client, node string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := cri.Dial(ctx, endpoint)
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	defer c.Close(ctx)
 	list, err := c.ListPodSandbox(ctx, nil)
 	if err != nil {
 		t.Error(err)

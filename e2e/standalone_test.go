@@ -24,6 +24,7 @@ import (
 // long-running pods are Running and the jobs have Succeeded and Failed.
 func TestStandaloneAgentOnContainerd(t *testing.T) {
 	endpoint := env(t, "NODEKIT_E2E_ENDPOINT")
+	client, _ := dialContainerd(t) // closed after the cleanup below has used it
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "standalone")
 	if out, err := exec.Command("go", "build", "-o", bin, "../examples/standalone").CombinedOutput(); err != nil {
@@ -65,7 +66,7 @@ func TestStandaloneAgentOnContainerd(t *testing.T) {
 			_ = cmd.Process.Kill()
 			t.Errorf("standalone did not exit on SIGINT")
 		}
-		removeNodePods(t, endpoint, node)
+		removeNodePods(t, client, node)
 	})
 
 	want := map[string]v1.PodPhase{
@@ -184,15 +185,9 @@ func tail(s string, n int) string {
 
 // removeNodePods checks that the agent left the long-running pods'
 // sandboxes ready, as it should on exit, and removes the node's pods.
-func removeNodePods(t *testing.T, endpoint, node string) {
+func removeNodePods(t *testing.T, c *cri.Client, node string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := cri.Dial(ctx, endpoint)
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	defer c.Close(ctx)
 	list, err := c.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}})
 	if err != nil {
 		t.Error(err)
@@ -208,5 +203,5 @@ func removeNodePods(t *testing.T, endpoint, node string) {
 	if left != 2 {
 		t.Errorf("%d of the 2 long-running pods' sandboxes are ready after the agent exited, want both left running", left)
 	}
-	removePodsOf(t, endpoint, node)
+	removePodsOf(t, c, node)
 }
