@@ -333,3 +333,25 @@ func TestOrphansAreKilled(t *testing.T) {
 		t.Error("the wanted pod is not running")
 	}
 }
+
+func TestHealthzReportsAnUnreadyRuntime(t *testing.T) {
+	dir := manifestDir(t)
+	fake := newFake(t)
+	fake.SetCondition(runtimeapi.NetworkReady, false, "NetworkPluginNotReady", "cni config uninitialized")
+	r := start(t, fake, dir)
+	srv := httptest.NewServer(r.a.Handler())
+	defer srv.Close()
+	var body string
+	eventually(t, "/healthz fails with the runtime's reason", func() bool {
+		resp, err := http.Get(srv.URL + "/healthz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body = readAll(resp)
+		return resp.StatusCode == http.StatusInternalServerError && strings.Contains(body, "NetworkPluginNotReady")
+	})
+	if err := r.a.Healthy(); err == nil {
+		t.Error("Healthy() is nil while the network is not ready")
+	}
+}

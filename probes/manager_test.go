@@ -2,6 +2,7 @@ package probes_test
 
 import (
 	"context"
+	"fmt"
 	goruntime "runtime"
 	"strings"
 	"sync"
@@ -275,5 +276,79 @@ func TestNotRunningIsFailureAndRemovePodStopsWorkers(t *testing.T) {
 	e.m.RemovePod(p.UID)
 	if n := e.m.Workers(); n != 0 {
 		t.Errorf("%d workers after RemovePod", n)
+	}
+}
+
+func TestFirstProbesAreSpreadOverThePeriod(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	var mu sync.Mutex
+	firsts := map[types.UID]time.Time{}
+	statusOf := func(uid types.UID) (v1.PodStatus, bool) {
+		return v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{Name: "c", ContainerID: "fake://" + string(uid),
+			State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(t0)}}}}}, true
+	}
+	m, err := probes.New(probes.Config{Status: statusOf, Clock: clk, // default Jitter
+		Prober: probes.ProberFunc(func(_ context.Context, tg probes.Target, _ *v1.Probe, _ time.Duration) (probes.Result, string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if _, ok := firsts[tg.Pod.UID]; !ok {
+				firsts[tg.Pod.UID] = clk.Now()
+			}
+			return probes.Success, "", nil
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	go func() {
+		for {
+			select {
+			case <-m.Updates():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	const n = 100
+	for i := 0; i < n; i++ {
+		p := pod(map[probes.Type]*v1.Probe{probes.Readiness: probe(10, 3, 1, 0)})
+		p.UID = types.UID(fmt.Sprint("uid-", i))
+		m.AddPod(p)
+	}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(firsts) }
+	for step := 0; count() < n && step < 200; step++ {
+		for i := 0; i < 200; i++ {
+			goruntime.Gosched()
+		}
+		clk.Step(time.Second)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	seconds := map[time.Duration]bool{}
+	for _, at := range firsts {
+		seconds[at.Sub(t0).Truncate(time.Second)] = true
+	}
+	if len(firsts) != n || len(seconds) < 5 {
+		t.Errorf("%d first probes at %d distinct seconds, want all %d spread over the 10 s period", len(firsts), len(seconds), n)
+	}
+}
+
+func TestStartupIsUnknownUntilItsThreshold(t *testing.T) {
+	e := newEnv(t)
+	e.w.running("fake://a", t0)
+	e.w.script(probes.Failure)
+	// A threshold of 10 leaves room for a worker that probes once more
+	// than the loop below asks before it looks.
+	e.m.AddPod(pod(map[probes.Type]*v1.Probe{probes.Startup: probe(10, 10, 1, 0), probes.Liveness: probe(10, 3, 1, 0)}))
+	for e.calls() < 2 {
+		e.clock.Step(10 * time.Second)
+		e.settle()
+	}
+	calls := e.calls()
+	if got := e.m.Startup("fake://a"); calls < 10 && got != probes.Unknown {
+		t.Errorf("startup after %d of 10 failures: %v, want Unknown", calls, got)
 	}
 }
