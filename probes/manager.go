@@ -42,7 +42,7 @@ type Config struct {
 	// UpdateBuffer is the Updates channel's capacity. Default 1000. When
 	// it is full, workers wait for the reader.
 	UpdateBuffer int
-	Clock        clock.WithTicker
+	Clock        clock.Clock
 	Logger       logr.Logger
 	Events       EventFunc
 	// Registerer receives prober_probe_total and

@@ -122,13 +122,16 @@ func (e *env) next(period time.Duration) probes.Update {
 	return probes.Update{}
 }
 
-// settle lets workers run until they wait on the clock again.
+// settle returns once every worker is idle: a worker arms its clock timer
+// only after its probe returned, so idle workers are the clock's waiters.
+// The wait is bounded; a worker that never goes idle fails the test.
 func (e *env) settle() {
-	for i := 0; i < 50; i++ {
-		goruntime.Gosched()
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !e.clock.HasWaiters() && time.Now().Before(deadline) {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.clock.Waiters() < e.m.Workers() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%d of %d probe workers idle after 10s", e.clock.Waiters(), e.m.Workers())
+		}
 		goruntime.Gosched()
 	}
 }
@@ -319,8 +322,12 @@ func TestFirstProbesAreSpreadOverThePeriod(t *testing.T) {
 		m.AddPod(p)
 	}
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(firsts) }
-	for step := 0; count() < n && step < 200; step++ {
-		for i := 0; i < 200; i++ {
+	deadline := time.Now().Add(10 * time.Second)
+	for step := 0; count() < n && step < 20; step++ {
+		for clk.Waiters() < n { // every worker idle on its timer
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d probe workers idle after 10s", clk.Waiters(), n)
+			}
 			goruntime.Gosched()
 		}
 		clk.Step(time.Second)

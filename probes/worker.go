@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 )
 
 // worker probes one container with one probe, the kubelet's
@@ -65,24 +66,40 @@ func seconds(n int32, def int32) time.Duration {
 	return time.Duration(n) * time.Second
 }
 
+// run probes every period, the first time after the jitter. The timer is
+// armed only after a probe returns, so a worker holds a clock waiter exactly
+// while it is idle. Probes stay on the period's grid; one that overruns its
+// period is followed at once by the next, and the grid restarts from there,
+// as a ticker's single buffered tick would.
 func (w *worker) run(ctx context.Context) {
 	period := seconds(w.probe.PeriodSeconds, 10)
 	clk := w.m.cfg.Clock
-	first := clk.NewTimer(w.m.cfg.Jitter(period))
-	select {
-	case <-ctx.Done():
-		first.Stop()
-		return
-	case <-first.C():
-	}
-	tick := clk.NewTicker(period)
-	defer tick.Stop()
+	next := clk.Now().Add(w.m.cfg.Jitter(period))
+	var timer clock.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
-		w.doProbe(ctx)
-		select {
-		case <-ctx.Done():
+		if wait := next.Sub(clk.Now()); wait > 0 {
+			if timer == nil {
+				timer = clk.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C():
+			}
+		} else if ctx.Err() != nil {
 			return
-		case <-tick.C():
+		}
+		w.doProbe(ctx)
+		next = next.Add(period)
+		if now := clk.Now(); next.Before(now) {
+			next = now
 		}
 	}
 }
