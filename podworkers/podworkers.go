@@ -189,6 +189,10 @@ func (p *PodWorkers) Run(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 	<-ctx.Done()
+	// No worker starts after this, so the wait below cannot race an Add.
+	p.mu.Lock()
+	p.started = false
+	p.mu.Unlock()
 	p.wg.Wait()
 	return nil
 }

@@ -371,3 +371,32 @@ func TestTerminatingPodIsNeverSyncedAgain(t *testing.T) {
 	}
 	e.quiet()
 }
+
+// Updates that keep arriving while Run shuts down start no worker after
+// it stopped waiting for them, and do not race its wait (the race
+// detector catches a worker added while Run waits).
+func TestUpdatesDuringShutdown(t *testing.T) {
+	h := newHandler()
+	h.calls = make(chan call, 5000)
+	for round := 0; round < 20; round++ {
+		pw, err := podworkers.New(podworkers.Config{Handler: h, Cache: cache{}, Clock: clocktesting.NewFakeClock(time.Now())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- pw.Run(ctx) }()
+		fed := make(chan struct{})
+		go func() {
+			defer close(fed)
+			for n := 0; n < 200; n++ {
+				pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: pod(fmt.Sprint("r", round, "-", n), "img")})
+			}
+		}()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		<-fed
+	}
+}
