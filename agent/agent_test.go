@@ -297,7 +297,7 @@ func TestNewAgentAdoptsRunningContainers(t *testing.T) {
 	eventually(t, "the new agent reports 5 running pods", func() bool {
 		n := 0
 		for _, p := range r2.a.Pods() {
-			if p.Status.Phase == v1.PodRunning && p.Status.ContainerStatuses[0].RestartCount == 0 {
+			if p.Status.Phase == v1.PodRunning && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount == 0 {
 				n++
 			}
 		}

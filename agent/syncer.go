@@ -82,6 +82,13 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 	if !a.merger.SeenAllSources() {
 		return nil
 	}
+	// A source's pods are in the merger before this loop has handled
+	// their ADD. A pod the merger holds is wanted even while its ADD is
+	// queued; otherwise an agent that restarts could kill, as orphans, the
+	// very pods it is about to adopt.
+	for _, p := range a.merger.Pods() {
+		want[p.UID] = true
+	}
 	// Orphans: pods the runtime runs (as the PLEG's cache, kept current by
 	// relists or the event stream, shows) that no source wants.
 	for uid, rs := range a.cache.Statuses() {
