@@ -219,6 +219,33 @@ func TestRemovedManifestTerminatesThePod(t *testing.T) {
 	eventually(t, "web leaves /pods", func() bool { return r.pod("web") == nil })
 }
 
+// A manifest removed and put back while its pod terminates has the same
+// UID: the pod finishes terminating, then starts afresh.
+func TestManifestPutBackWhileTerminatingStartsThePodAgain(t *testing.T) {
+	dir := manifestDir(t)
+	writeManifest(t, dir, "web", "Always", fakecri.EnvStopDelay, "1s")
+	manifest, err := os.ReadFile(filepath.Join(dir, "web.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, newFake(t), dir)
+	eventually(t, "web runs", func() bool { return r.phase("web") == v1.PodRunning })
+	uid := r.pod("web").UID
+	first := r.pod("web").Status.ContainerStatuses[0].ContainerID
+	if err := os.Remove(filepath.Join(dir, "web.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "web is being stopped", func() bool { return countCalls(r.fake, "StopContainer") > 0 })
+	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), manifest, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "web runs again in a new container", func() bool {
+		p := r.pod("web")
+		return p != nil && p.UID == uid && p.Status.Phase == v1.PodRunning && len(p.Status.ContainerStatuses) == 1 &&
+			p.Status.ContainerStatuses[0].ContainerID != first && p.Status.ContainerStatuses[0].Ready
+	})
+}
+
 func TestCrashLoopBackOffShowsInPods(t *testing.T) {
 	dir := manifestDir(t)
 	writeManifest(t, dir, "crasher", "Always", fakecri.EnvExitCode, "1")

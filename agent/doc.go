@@ -22,10 +22,12 @@
 //   - a pod that reaches Succeeded or Failed is terminated (its sandbox
 //     stopped); a pod removed from its source is killed within its grace
 //     period; a changed static manifest is a new pod, started once the
-//     old one has terminated;
+//     old one has terminated; a manifest removed and put back unchanged
+//     (the same UID) starts its pod afresh once the old one terminated;
 //   - housekeeping reconciles the workers with the desired pods, kills
 //     runtime pods no source wants (only once every source has been
-//     seen), forgets finished pods' statuses and collects dead containers
+//     seen, and never a pod a source holds whose ADD is still queued),
+//     forgets finished pods' statuses and collects dead containers
 //     (runtime.GarbageCollector);
 //   - a new agent adopts what is already running: pods carry stable UIDs
 //     and the runtime keeps the kubelet's labels, so nothing is created

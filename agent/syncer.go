@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/podworkers"
 	"github.com/nodekit/nodekit/probes"
 	"github.com/nodekit/nodekit/runtime"
@@ -78,6 +79,15 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 	}
 	a.mu.Unlock()
 	states := a.workers.SyncKnownPods(desired)
+	// A pod created again while its UID terminated (a static pod's
+	// manifest removed and put back) has no worker once the old one
+	// finished: it starts afresh.
+	for _, p := range desired {
+		if _, known := states[p.UID]; !known {
+			a.log.V(0).Info("starting a pod created again after it terminated", "pod", podutil.FullName(p), "podUID", p.UID)
+			a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+		}
+	}
 	a.probes.CleanupPods(want)
 	if !a.merger.SeenAllSources() {
 		return nil

@@ -11,8 +11,11 @@
 // worker never acts on a state older than its own last action.
 //
 // Rules kept from the kubelet:
-//   - once termination is requested a pod never syncs again, and a UID
-//     that terminated never starts again;
+//   - once termination is requested a pod never syncs again, and its
+//     worker never starts again; a SyncPodCreate for the same UID (a
+//     static pod's manifest removed and put back) is remembered, and once
+//     the worker finished SyncKnownPods forgets it, so that the caller
+//     starts the pod afresh;
 //   - grace periods only shorten (the kill override, else the deletion
 //     grace period, else the spec's, else 30 s);
 //   - a pod whose sync reports a terminal phase is terminated;
@@ -22,7 +25,8 @@
 //     than "api") per namespace/name runs: a replacement waits until its
 //     predecessor terminated;
 //   - SyncKnownPods terminates workers whose pods left the config and
-//     forgets finished ones.
+//     forgets finished ones that are no longer desired or were created
+//     again.
 //
 // A failed step is due again after BackOffPeriod (10 s), a successful
 // sync after ResyncInterval (1 min); the sync loop asks Due for the pods to

@@ -117,8 +117,10 @@ type Config struct {
 
 // PodWorkers runs one goroutine per pod UID that serializes the pod's
 // syncs. Updates that arrive while a sync runs coalesce to the latest.
-// Once termination is requested a pod never syncs again, and a UID that
-// terminated never starts again. Only one static pod per namespace/name
+// Once termination is requested a pod never syncs again, and its worker
+// never starts again: a SyncPodCreate for the same UID only marks it, and
+// once it finished SyncKnownPods forgets it so that the pod can start
+// afresh. Only one static pod per namespace/name
 // runs at a time: a replacement waits until its predecessor terminated.
 // All methods are safe for concurrent use; Run must be running for work
 // to happen.
@@ -152,7 +154,9 @@ type podWorker struct {
 	due      time.Time     // when a resync is due
 	done     bool          // the goroutine has finished
 	waiting  bool          // a static pod waiting for its predecessor
-	ctxDone  context.CancelFunc
+	// restartRequested: a create arrived after termination began.
+	restartRequested bool
+	ctxDone          context.CancelFunc
 }
 
 // New returns pod workers. It starts nothing; call Run.
@@ -234,8 +238,16 @@ func (p *PodWorkers) UpdatePod(opts UpdatePodOptions) {
 			p.startLocked(w)
 		}
 	}
+	if w.state >= Terminating && opts.UpdateType == SyncPodCreate {
+		// The source re-created a UID that is terminating or terminated
+		// (a static pod's manifest removed and put back). This worker
+		// finishes first; SyncKnownPods then forgets it so that the
+		// caller can create the pod anew.
+		w.restartRequested = true
+		return
+	}
 	if w.done || w.state == Terminated && opts.UpdateType != SyncPodKill {
-		return // a terminated UID never starts again
+		return // a terminated worker never starts again
 	}
 	if opts.Pod != nil {
 		w.pod = opts.Pod
@@ -502,8 +514,10 @@ func (p *PodWorkers) ShouldPodContentBeRemoved(uid types.UID) bool {
 
 // SyncKnownPods reconciles the workers with the desired pods: workers for
 // UIDs not desired are asked to terminate (as orphans of the config), and
-// finished workers of UIDs no longer desired are forgotten. It returns the
-// state of every remaining worker.
+// finished workers are forgotten when their UID is no longer desired or
+// was created again while it terminated. It returns the state of every
+// remaining worker; a desired pod missing from it has no worker, and the
+// caller starts it with a SyncPodCreate update.
 func (p *PodWorkers) SyncKnownPods(desired []*v1.Pod) map[types.UID]State {
 	want := make(map[types.UID]bool, len(desired))
 	for _, pod := range desired {
@@ -512,11 +526,11 @@ func (p *PodWorkers) SyncKnownPods(desired []*v1.Pod) map[types.UID]State {
 	p.mu.Lock()
 	var kill []UpdatePodOptions
 	for uid, w := range p.pods {
-		if want[uid] {
+		if w.done && (!want[uid] || w.restartRequested) {
+			delete(p.pods, uid)
 			continue
 		}
-		if w.done {
-			delete(p.pods, uid)
+		if want[uid] {
 			continue
 		}
 		if w.state == Syncing {

@@ -204,6 +204,42 @@ func TestLifecycleAndNoRestart(t *testing.T) {
 	waitFor(t, func() bool { return e.pw.ShouldPodContentBeRemoved(p.UID) })
 }
 
+func TestCreateAfterTerminationStartsAfreshOnceFinished(t *testing.T) {
+	e := newEnv(t)
+	p := pod("static", "v1")
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	e.next()
+	gate := e.h.block(p.UID)
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
+	if c := e.next(); c.kind != "terminating" {
+		t.Fatalf("%+v, want terminating", c)
+	}
+	// The same UID is created again while it terminates.
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	if states := e.pw.SyncKnownPods([]*v1.Pod{p}); states[p.UID] != podworkers.Terminating {
+		t.Fatalf("states %v: an unfinished worker must be kept", states)
+	}
+	close(gate)
+	if c := e.next(); c.kind != "terminated" {
+		t.Fatalf("%+v, want terminated: termination is never cut short", c)
+	}
+	e.quiet() // the create did not sync the terminating worker
+	waitFor(t, func() bool { return e.pw.ShouldPodContentBeRemoved(p.UID) })
+	if states := e.pw.SyncKnownPods([]*v1.Pod{p}); len(states) != 0 {
+		t.Fatalf("states %v: the finished worker of a re-created UID must be forgotten", states)
+	}
+	e.h.mu.Lock()
+	delete(e.h.gates, p.UID)
+	e.h.mu.Unlock()
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	if c := e.next(); c.kind != "sync" || c.uid != p.UID {
+		t.Fatalf("%+v, want the pod synced afresh", c)
+	}
+	if e.pw.IsPodTerminationRequested(p.UID) {
+		t.Error("the new worker inherited the termination")
+	}
+}
+
 func TestGracePeriodOnlyShortens(t *testing.T) {
 	e := newEnv(t)
 	p := pod("a", "v1")
