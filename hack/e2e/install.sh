@@ -11,8 +11,15 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
 	echo "e2e: installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	# A mirror that fails once is tried again, three times at most.
+	for attempt in 1 2 3; do
+		if apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+			break
+		fi
+		[ "$attempt" -lt 3 ] || { echo "e2e: apt-get failed three times" >&2; exit 1; }
+		echo "e2e: apt-get failed (attempt $attempt); retrying in 10s" >&2
+		sleep 10
+	done
 fi
 # Debian's package may start a system containerd where an init system
 # runs; the tests use their own on a private socket and leave it alone.
