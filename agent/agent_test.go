@@ -321,15 +321,24 @@ func TestNewAgentAdoptsRunningContainers(t *testing.T) {
 	fake.ResetCalls()
 
 	r2 := start(t, fake, dir)
-	eventually(t, "the new agent reports 5 running pods", func() bool {
+	// On a timeout the message shows what the new agent saw.
+	var seen []string
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		n := 0
+		seen = seen[:0]
 		for _, p := range r2.a.Pods() {
 			if p.Status.Phase == v1.PodRunning && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount == 0 {
 				n++
 			}
+			seen = append(seen, fmt.Sprintf("%s %s %+v", p.Name, p.Status.Phase, p.Status.ContainerStatuses))
 		}
-		return n == 5
-	})
+		if n == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new agent reports %d of 5 pods running:\n%s\nruntime calls: %v", n, strings.Join(seen, "\n"), fake.Calls())
+		}
+	}
 	for _, m := range []string{"RunPodSandbox", "CreateContainer", "StartContainer", "StopContainer", "StopPodSandbox"} {
 		if n := countCalls(fake, m); n != 0 {
 			t.Errorf("the new agent called %s %d times, want 0", m, n)

@@ -7,8 +7,9 @@
 // update that arrives while a sync runs replaces any pending one, so the
 // next sync sees the latest spec (a periodic SyncPodSync never replaces a
 // more important pending update). Each sync first reads the runtime's
-// view from the StatusCache with GetNewerThan(last sync start), so a
-// worker never acts on a state older than its own last action.
+// view from the StatusCache with GetNewerThan(the end of its previous
+// step), so a worker never acts on a view that may predate its own last
+// action (the kubelet's lastSyncTime).
 //
 // Rules kept from the kubelet:
 //   - once termination is requested a pod never syncs again, and its

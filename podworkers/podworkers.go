@@ -150,7 +150,7 @@ type podWorker struct {
 	pending  *UpdatePodOptions
 	notify   chan struct{} // capacity 1
 	grace    *int64        // the shortest grace period requested
-	lastSync time.Time     // when the last sync began
+	lastSync time.Time     // when the last sync step ended
 	due      time.Time     // when a resync is due
 	done     bool          // the goroutine has finished
 	waiting  bool          // a static pod waiting for its predecessor
@@ -357,9 +357,16 @@ func (p *PodWorkers) syncOnce(ctx context.Context, w *podWorker, opts *UpdatePod
 		}
 		status = s
 	}
-	p.mu.Lock()
-	w.lastSync = start
-	p.mu.Unlock()
+	// The next step waits for an observation that began after this one
+	// ended, so it sees everything this one did (a container it started,
+	// say). An observation that began during the step may miss that, and
+	// a sync acting on it would start the container twice.
+	defer func() {
+		ended := p.cfg.Clock.Now()
+		p.mu.Lock()
+		w.lastSync = ended
+		p.mu.Unlock()
+	}()
 	log := p.log.WithValues("pod", w.fullname, "podUID", w.uid)
 
 	switch state {

@@ -436,3 +436,51 @@ func TestUpdatesDuringShutdown(t *testing.T) {
 		<-fed
 	}
 }
+
+// sinceCache records the times workers ask GetNewerThan for.
+type sinceCache struct {
+	mu    sync.Mutex
+	since []time.Time
+}
+
+func (c *sinceCache) GetNewerThan(_ context.Context, uid types.UID, t time.Time) (*runtime.PodStatus, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.since = append(c.since, t)
+	return &runtime.PodStatus{ID: uid}, nil
+}
+
+// A sync waits for an observation that began after the previous sync
+// ended: one that began while it ran may miss the container it started.
+func TestSyncWaitsForAViewNewerThanThePreviousSyncsEnd(t *testing.T) {
+	h := newHandler()
+	c := &sinceCache{}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(t0)
+	pw, err := podworkers.New(podworkers.Config{Handler: h, Cache: c, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- pw.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	e := &env{t: t, h: h, pw: pw, clock: clk}
+
+	p := pod("a", "v1")
+	gate := h.block(p.UID)
+	pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	e.next()                  // the first sync is under way...
+	clk.Step(5 * time.Second) // ...and takes 5 s
+	h.mu.Lock()
+	delete(h.gates, p.UID)
+	h.mu.Unlock()
+	close(gate)
+	pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p})
+	e.next()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.since) != 2 || !c.since[1].Equal(t0.Add(5*time.Second)) {
+		t.Errorf("GetNewerThan asked for %v, want the zero time, then %v (the first sync's end)", c.since, t0.Add(5*time.Second))
+	}
+}
