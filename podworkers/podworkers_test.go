@@ -112,11 +112,13 @@ type env struct {
 	clock *clocktesting.FakeClock
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvWithCache(t, cache{}) }
+
+func newEnvWithCache(t *testing.T, c podworkers.StatusCache) *env {
 	t.Helper()
 	h := newHandler()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	pw, err := podworkers.New(podworkers.Config{Handler: h, Cache: cache{}, Clock: clk})
+	pw, err := podworkers.New(podworkers.Config{Handler: h, Cache: c, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,6 +156,20 @@ func (e *env) quiet() {
 		e.t.Fatalf("unexpected call %+v", c)
 	default:
 	}
+}
+
+// terminatingBlocked creates and syncs the pod, then kills it; it returns
+// once SyncTerminatingPod runs, held until the returned gate closes.
+func (e *env) terminatingBlocked(p *v1.Pod) chan struct{} {
+	e.t.Helper()
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	e.next()
+	gate := e.h.block(p.UID)
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
+	if c := e.next(); c.kind != "terminating" {
+		e.t.Fatalf("%+v, want terminating", c)
+	}
+	return gate
 }
 
 func pod(name, img string) *v1.Pod {
@@ -207,13 +223,7 @@ func TestLifecycleAndNoRestart(t *testing.T) {
 func TestCreateAfterTerminationStartsAfreshOnceFinished(t *testing.T) {
 	e := newEnv(t)
 	p := pod("static", "v1")
-	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
-	e.next()
-	gate := e.h.block(p.UID)
-	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
-	if c := e.next(); c.kind != "terminating" {
-		t.Fatalf("%+v, want terminating", c)
-	}
+	gate := e.terminatingBlocked(p)
 	// The same UID is created again while it terminates.
 	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
 	if states := e.pw.SyncKnownPods([]*v1.Pod{p}); states[p.UID] != podworkers.Terminating {
@@ -391,13 +401,7 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestTerminatingPodIsNeverSyncedAgain(t *testing.T) {
 	e := newEnv(t)
 	p := pod("a", "v1")
-	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
-	e.next()
-	gate := e.h.block(p.UID)
-	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
-	if c := e.next(); c.kind != "terminating" {
-		t.Fatalf("%+v", c)
-	}
+	gate := e.terminatingBlocked(p)
 	// Spec updates and resyncs while it terminates change nothing.
 	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodUpdate, Pod: pod("a", "v2")})
 	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: pod("a", "v2")})
@@ -453,30 +457,19 @@ func (c *sinceCache) GetNewerThan(_ context.Context, uid types.UID, t time.Time)
 // A sync waits for an observation that began after the previous sync
 // ended: one that began while it ran may miss the container it started.
 func TestSyncWaitsForAViewNewerThanThePreviousSyncsEnd(t *testing.T) {
-	h := newHandler()
 	c := &sinceCache{}
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clk := clocktesting.NewFakeClock(t0)
-	pw, err := podworkers.New(podworkers.Config{Handler: h, Cache: c, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- pw.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	e := &env{t: t, h: h, pw: pw, clock: clk}
-
+	e := newEnvWithCache(t, c)
+	t0 := e.clock.Now()
 	p := pod("a", "v1")
-	gate := h.block(p.UID)
-	pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
-	e.next()                  // the first sync is under way...
-	clk.Step(5 * time.Second) // ...and takes 5 s
-	h.mu.Lock()
-	delete(h.gates, p.UID)
-	h.mu.Unlock()
+	gate := e.h.block(p.UID)
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	e.next()                      // the first sync is under way...
+	e.clock.Step(5 * time.Second) // ...and takes 5 s
+	e.h.mu.Lock()
+	delete(e.h.gates, p.UID)
+	e.h.mu.Unlock()
 	close(gate)
-	pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p})
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p})
 	e.next()
 	c.mu.Lock()
 	defer c.mu.Unlock()
