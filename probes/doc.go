@@ -25,7 +25,8 @@
 // Unhealthy event naming the container, the probe and its output; probes
 // that cannot work as written (no handler, two handlers, a timeout longer
 // than the period) get a ProbeWarning event, and fail with a message
-// instead of crashing the worker.
+// instead of crashing the worker. A Prober that panics is logged with its
+// stack; that round has no result and the worker goes on.
 //
 // Handlers is the default Prober: exec through the runtime's ExecSync
 // with the probe's timeout; HTTP GET with the scheme, host (the pod IP by

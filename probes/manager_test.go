@@ -27,6 +27,7 @@ type world struct {
 	status  v1.PodStatus
 	results []probes.Result // consumed one per probe; then the last repeats
 	calls   int
+	panics  int // the next probes that panic
 	events  []string
 }
 
@@ -40,6 +41,10 @@ func (w *world) probe(_ context.Context, _ probes.Target, _ *v1.Probe, _ time.Du
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.calls++
+	if w.panics > 0 {
+		w.panics--
+		panic("scripted prober panic")
+	}
 	r := w.results[0]
 	if len(w.results) > 1 {
 		w.results = w.results[1:]
@@ -357,5 +362,22 @@ func TestStartupIsUnknownUntilItsThreshold(t *testing.T) {
 	calls := e.calls()
 	if got := e.m.Startup("fake://a"); calls < 10 && got != probes.Unknown {
 		t.Errorf("startup after %d of 10 failures: %v, want Unknown", calls, got)
+	}
+}
+
+// A Prober that panics ends that round without a result; the worker, and
+// the manager, go on.
+func TestPanickingProberDoesNotStopTheWorker(t *testing.T) {
+	e := newEnv(t)
+	e.w.running("fake://a", t0)
+	e.w.mu.Lock()
+	e.w.panics = 2
+	e.w.mu.Unlock()
+	e.m.AddPod(pod(map[probes.Type]*v1.Probe{probes.Readiness: probe(10, 3, 1, 0)}))
+	if u := e.next(10 * time.Second); u.Result != probes.Failure {
+		t.Fatalf("first update %+v, want the initial failure", u)
+	}
+	if u := e.next(10 * time.Second); u.Result != probes.Success || e.calls() != 3 {
+		t.Fatalf("%+v after %d probes, want success on the third, after two panics", u, e.calls())
 	}
 }

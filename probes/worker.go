@@ -3,6 +3,7 @@ package probes
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -155,8 +156,8 @@ func (w *worker) doProbe(ctx context.Context) {
 
 	target := Target{Pod: pod, Container: w.container, ContainerID: rawID(cs.ContainerID), PodIP: st.PodIP}
 	start := m.cfg.Clock.Now()
-	result, output, err := m.cfg.Prober.Probe(ctx, target, w.probe, seconds(w.probe.TimeoutSeconds, 1))
-	if ctx.Err() != nil {
+	result, output, err, ok := w.callProber(ctx, target)
+	if !ok || ctx.Err() != nil {
 		return
 	}
 	if err != nil {
@@ -190,6 +191,21 @@ func (w *worker) doProbe(ctx context.Context) {
 	if (w.typ == Liveness || w.typ == Startup) && result == Failure {
 		w.onHold, w.resultRun = true, 0
 	}
+}
+
+// callProber runs the Prober once. A panic in it is logged and leaves
+// this round without a result (ok false); the worker goes on probing, as
+// the kubelet's workers survive a crashing prober.
+func (w *worker) callProber(ctx context.Context, target Target) (result Result, output string, err error, ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.m.cfg.Logger.Error(fmt.Errorf("%v\n%s", r, debug.Stack()), "prober panicked",
+				"pod", target.Pod.Namespace+"/"+target.Pod.Name, "container", w.container.Name, "probe", string(w.typ))
+			ok = false
+		}
+	}()
+	result, output, err = w.m.cfg.Prober.Probe(ctx, target, w.probe, seconds(w.probe.TimeoutSeconds, 1))
+	return result, output, err, true
 }
 
 // rawID strips the "type://" prefix of a container ID.
