@@ -120,8 +120,8 @@ type Config struct {
 // Once termination is requested a pod never syncs again, and its worker
 // never starts again: a SyncPodCreate for the same UID only marks it, and
 // once it finished SyncKnownPods forgets it so that the pod can start
-// afresh. Only one static pod per namespace/name
-// runs at a time: a replacement waits until its predecessor terminated.
+// afresh. Only one static pod per namespace/name runs at a time: a
+// replacement waits until its predecessor terminated.
 // All methods are safe for concurrent use; Run must be running for work
 // to happen.
 type PodWorkers struct {
