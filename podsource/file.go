@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -32,9 +33,12 @@ type FileConfig struct {
 }
 
 // File is the static pod source of a manifest directory. It sends a SET
-// of all valid pods at start and after every change: a file that does not
-// parse or validate gets a warning event and a log line naming the file
-// and the field, and is left out; the other files are unaffected.
+// of all valid pods at start (an empty one for an empty or missing
+// directory, so that the source counts as seen) and after every change: a
+// file that does not parse or validate gets a warning event and a log
+// line naming the file and the field, and is left out; the other files
+// are unaffected. A directory that cannot be read keeps the pods last
+// sent.
 type File struct {
 	cfg FileConfig
 	// parsed remembers each file's pod by modification time and size, so
@@ -90,13 +94,13 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 	}
 	tick := f.cfg.Clock.NewTicker(f.cfg.Period)
 	defer tick.Stop()
-	last := ""
+	sent, last := false, ""
 	send := func() {
-		pods, fingerprint := f.scan()
-		if fingerprint == last {
+		pods, fingerprint, ok := f.scan()
+		if !ok || sent && fingerprint == last {
 			return
 		}
-		last = fingerprint
+		sent, last = true, fingerprint
 		select {
 		case out <- Update{Op: SET, Pods: pods, Source: SourceFile}:
 		case <-ctx.Done():
@@ -115,15 +119,20 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 }
 
 // scan reads every manifest and returns the valid pods and a fingerprint
-// of the set (UIDs in order).
-func (f *File) scan() ([]*v1.Pod, string) {
+// of the set (UIDs in order). A directory that does not exist holds no
+// pods; one that cannot be read gives ok false, and the pods last sent
+// stand, as in the kubelet: a passing I/O error must not kill them.
+func (f *File) scan() (pods []*v1.Pod, fingerprint string, ok bool) {
 	entries, err := os.ReadDir(f.cfg.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		f.cfg.Logger.V(2).Info("the manifest directory does not exist", "dir", f.cfg.Dir)
+		return nil, "", true
+	}
 	if err != nil {
-		f.cfg.Logger.Error(err, "reading the manifest directory", "dir", f.cfg.Dir)
-		return nil, "error"
+		f.cfg.Logger.Error(err, "reading the manifest directory; keeping the pods last read", "dir", f.cfg.Dir)
+		return nil, "", false
 	}
 	seen := f.cfg.Clock.Now()
-	var pods []*v1.Pod
 	var uids []string
 	for _, e := range entries {
 		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
@@ -149,7 +158,7 @@ func (f *File) scan() ([]*v1.Pod, string) {
 		}
 	}
 	sort.Strings(uids)
-	return pods, strings.Join(uids, ",")
+	return pods, strings.Join(uids, ","), true
 }
 
 // cached returns the file's pod, parsing it only when it changed; fresh

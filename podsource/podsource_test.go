@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
@@ -177,6 +178,76 @@ func TestFileSource(t *testing.T) {
 			t.Errorf("unexpected update %v", names(u.Pods))
 		}
 	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// An empty or missing directory is a SET of no pods, so the source counts
+// as seen; a directory that cannot be read keeps the pods last sent.
+func TestFileSourceEmptyMissingAndUnreadable(t *testing.T) {
+	for name, dir := range map[string]string{"empty": t.TempDir(), "missing": filepath.Join(t.TempDir(), "none")} {
+		src, err := podsource.NewFile(podsource.FileConfig{Dir: dir, NodeName: "n"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := next(t, run(t, src)); u.Op != podsource.SET || len(u.Pods) != 0 {
+			t.Errorf("%s directory: first update %s with %d pods, want an empty SET", name, u.Op, len(u.Pods))
+		}
+	}
+
+	// The source reads a symlink that is switched atomically, so the path
+	// always exists: first a directory, then a file (reading it as a
+	// directory fails), then a directory with one more pod.
+	root := t.TempDir()
+	first, second := filepath.Join(root, "first"), filepath.Join(root, "second")
+	for _, d := range []string{first, second} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(t, d, "web.yaml", webYAML)
+	}
+	write(t, second, "job.json", jobJSON)
+	write(t, root, "file", "not a directory")
+	link := filepath.Join(root, "manifests")
+	point := func(target string) {
+		t.Helper()
+		tmp := filepath.Join(root, "link.tmp")
+		if err := os.Symlink(target, tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	point(first)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	readErrors := make(chan string, 10)
+	logger := funcr.New(func(_, args string) {
+		if strings.Contains(args, "reading the manifest directory") {
+			select {
+			case readErrors <- args:
+			default:
+			}
+		}
+	}, funcr.Options{})
+	src, err := podsource.NewFile(podsource.FileConfig{Dir: link, NodeName: "n", Clock: clk, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := run(t, src)
+	if u := next(t, ch); len(u.Pods) != 1 {
+		t.Fatalf("first update has %d pods, want 1", len(u.Pods))
+	}
+	point(filepath.Join(root, "file"))
+	clk.Step(20 * time.Second)
+	select {
+	case <-readErrors: // the source has read the path and failed
+	case <-time.After(10 * time.Second):
+		t.Fatal("no read error logged within 10s")
+	}
+	point(second)
+	clk.Step(20 * time.Second)
+	if u := next(t, ch); len(u.Pods) != 2 {
+		t.Errorf("the update after the read error has %d pods (%v), want both: a read error must not send an empty set", len(u.Pods), names(u.Pods))
 	}
 }
 
