@@ -192,10 +192,7 @@ func TestManagerPushesChangesToTheSink(t *testing.T) {
 		pushed <- struct{}{}
 		return err
 	})})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	runManager(t, m)
 
 	p := pod(v1.RestartPolicyAlways, nil, "a")
 	p.Spec.Containers[0].ReadinessProbe = &v1.Probe{}
@@ -241,25 +238,18 @@ func TestManagerRetriesAFailedPush(t *testing.T) {
 		calls <- err
 		return err
 	})})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	runManager(t, m)
 	p := pod(v1.RestartPolicyAlways, nil, "a")
 	m.SetPodStatus(p, status.Generate(status.Input{Pod: p, Now: now}))
 	if err := <-calls; err == nil {
 		t.Fatal("first push succeeded")
 	}
-	for !clk.HasWaiters() {
-		goruntimeYield()
-	}
+	waitForWaiter(t, clk)
 	clk.Step(5 * time.Second)
 	if err := <-calls; err != nil {
 		t.Fatalf("retry: %v", err)
 	}
 }
-
-func goruntimeYield() { gosched() }
 
 func TestSidecarPhases(t *testing.T) {
 	always := v1.ContainerRestartPolicyAlways

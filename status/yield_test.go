@@ -1,5 +1,0 @@
-package status_test
-
-import "runtime"
-
-func gosched() { runtime.Gosched() }
