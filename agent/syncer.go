@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -173,9 +174,12 @@ func (a *Agent) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v1.Po
 	}
 	res := a.rt.SyncPod(ctx, pod, rs)
 	a.probes.AddPod(pod)
-	reasons := map[string]status.Reason{}
+	var reasons map[string]status.Reason // nil on a sync without failures
 	for _, step := range res.Steps {
 		if step.Action == runtime.ActionStartContainer && step.Err != nil {
+			if reasons == nil {
+				reasons = map[string]status.Reason{}
+			}
 			reasons[step.Target] = status.Reason{Reason: step.Reason, Message: step.Message}
 		}
 	}
@@ -183,22 +187,10 @@ func (a *Agent) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v1.Po
 	old := a.reasons[pod.UID]
 	a.reasons[pod.UID] = reasons
 	a.mu.Unlock()
-	if !sameReasons(old, reasons) {
+	if !maps.Equal(old, reasons) {
 		a.generate(pod, rs)
 	}
 	return false, res.Error()
-}
-
-func sameReasons(a, b map[string]status.Reason) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // SyncTerminatingPod implements podworkers.SyncHandler: it kills the pod

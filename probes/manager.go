@@ -139,7 +139,11 @@ func (m *Manager) AddPod(pod *v1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	add := func(c *v1.Container) {
-		for typ, p := range map[Type]*v1.Probe{Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe, Startup: c.StartupProbe} {
+		for _, tp := range [...]struct {
+			typ Type
+			p   *v1.Probe
+		}{{Liveness, c.LivenessProbe}, {Readiness, c.ReadinessProbe}, {Startup, c.StartupProbe}} {
+			typ, p := tp.typ, tp.p
 			if p == nil {
 				continue
 			}
