@@ -109,10 +109,16 @@ spec:
 // eventually polls cond every 10ms for up to 20s of wall time.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
+	eventuallyShowing(t, what, cond, func() string { return "" })
+}
+
+// eventuallyShowing is eventually; a timeout also reports describe().
+func eventuallyShowing(t *testing.T, what string, cond func() bool, describe func() string) {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
+			t.Fatalf("timed out waiting until %s\n%s", what, describe())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -321,24 +327,21 @@ func TestNewAgentAdoptsRunningContainers(t *testing.T) {
 	fake.ResetCalls()
 
 	r2 := start(t, fake, dir)
-	// On a timeout the message shows what the new agent saw.
-	var seen []string
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	eventuallyShowing(t, "the new agent reports 5 running pods", func() bool {
 		n := 0
-		seen = seen[:0]
 		for _, p := range r2.a.Pods() {
 			if p.Status.Phase == v1.PodRunning && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount == 0 {
 				n++
 			}
+		}
+		return n == 5
+	}, func() string {
+		var seen []string
+		for _, p := range r2.a.Pods() {
 			seen = append(seen, fmt.Sprintf("%s %s %+v", p.Name, p.Status.Phase, p.Status.ContainerStatuses))
 		}
-		if n == 5 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the new agent reports %d of 5 pods running:\n%s\nruntime calls: %v", n, strings.Join(seen, "\n"), fake.Calls())
-		}
-	}
+		return strings.Join(seen, "\n") + fmt.Sprintf("\nruntime calls: %v", fake.Calls())
+	})
 	for _, m := range []string{"RunPodSandbox", "CreateContainer", "StartContainer", "StopContainer", "StopPodSandbox"} {
 		if n := countCalls(fake, m); n != 0 {
 			t.Errorf("the new agent called %s %d times, want 0", m, n)
