@@ -94,6 +94,22 @@ type podRecord struct {
 	states          map[string]runtime.ContainerState // container or sandbox ID → state
 }
 
+// same reports whether p has exactly the recorded sandboxes and
+// containers, each in the recorded state.
+func (r podRecord) same(p *runtime.Pod) bool {
+	if len(r.states) != len(p.Sandboxes)+len(p.Containers) {
+		return false
+	}
+	for _, list := range [2][]*runtime.Container{p.Sandboxes, p.Containers} {
+		for _, c := range list {
+			if s, ok := r.states[c.ID.ID]; !ok || s != c.State {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 var _ Generator = (*Generic)(nil)
 
 // NewGeneric returns a relisting generator.
@@ -166,23 +182,14 @@ func (g *Generic) Relist(ctx context.Context) {
 	reinspect := g.reinspect
 	g.mu.Unlock()
 
-	current := make(map[types.UID]podRecord, len(pods))
-	for _, p := range pods {
-		rec := podRecord{name: p.Name, namespace: p.Namespace, states: make(map[string]runtime.ContainerState, len(p.Containers)+len(p.Sandboxes))}
-		for _, c := range p.Sandboxes {
-			rec.states[c.ID.ID] = c.State
-		}
-		for _, c := range p.Containers {
-			rec.states[c.ID.ID] = c.State
-		}
-		current[p.ID] = rec
-	}
-
-	nextReinspect := map[types.UID]bool{}
+	var nextReinspect map[types.UID]bool
 	var events []*Event
 	inspect := func(uid types.UID, rec podRecord) {
 		status, err := g.cfg.Runtime.GetPodStatus(ctx, uid, rec.name, rec.namespace)
 		if err != nil {
+			if nextReinspect == nil {
+				nextReinspect = map[types.UID]bool{}
+			}
 			nextReinspect[uid] = true
 			if ctx.Err() == nil {
 				g.cfg.Logger.Error(err, "inspecting pod", "pod", rec.namespace+"/"+rec.name, "podUID", uid)
@@ -190,12 +197,29 @@ func (g *Generic) Relist(ctx context.Context) {
 		}
 		g.cfg.Cache.Set(uid, status, err, start)
 	}
-	for uid, rec := range current {
-		prev, known := old[uid]
-		podEvents := diff(uid, prev.states, rec.states)
+	current := make(map[types.UID]podRecord, len(pods))
+	for _, p := range pods {
+		prev, known := old[p.ID]
+		if known && prev.same(p) {
+			// Unchanged: no record to build and no event; inspected
+			// again only if the last inspection failed.
+			current[p.ID] = prev
+			if reinspect[p.ID] {
+				inspect(p.ID, prev)
+			}
+			continue
+		}
+		rec := podRecord{name: p.Name, namespace: p.Namespace, states: make(map[string]runtime.ContainerState, len(p.Containers)+len(p.Sandboxes))}
+		for _, list := range [2][]*runtime.Container{p.Sandboxes, p.Containers} {
+			for _, c := range list {
+				rec.states[c.ID.ID] = c.State
+			}
+		}
+		current[p.ID] = rec
+		podEvents := diff(p.ID, prev.states, rec.states)
 		events = append(events, podEvents...)
-		if !known || len(podEvents) > 0 || reinspect[uid] {
-			inspect(uid, rec)
+		if !known || len(podEvents) > 0 || reinspect[p.ID] {
+			inspect(p.ID, rec)
 		}
 	}
 	for uid, prev := range old {

@@ -2,6 +2,7 @@ package pleg_test
 
 import (
 	"context"
+	"fmt"
 	goruntime "runtime"
 	"sort"
 	"sync/atomic"
@@ -27,14 +28,19 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// counting wraps a runtime to count detailed inspections.
+// counting wraps a runtime to count detailed inspections, which fail
+// while failing is set.
 type counting struct {
 	runtime.Runtime
 	inspections atomic.Int32
+	failing     atomic.Bool
 }
 
 func (c *counting) GetPodStatus(ctx context.Context, uid types.UID, name, ns string) (*runtime.PodStatus, error) {
 	c.inspections.Add(1)
+	if c.failing.Load() {
+		return nil, fmt.Errorf("inspecting %s: %w", uid, runtime.ErrUnavailable)
+	}
 	return c.Runtime.GetPodStatus(ctx, uid, name, ns)
 }
 
@@ -170,6 +176,35 @@ func TestRelistCostIsTheListForUnchangedPods(t *testing.T) {
 	}
 	if diff := cmp.Diff(10, len(e.fake.Calls())); diff != "" {
 		t.Errorf("CRI calls for 5 relists (-want +got):\n%s (%v)", diff, e.fake.Calls())
+	}
+}
+
+// A pod whose inspection failed is inspected again at the next relist,
+// though its containers did not change, until an inspection succeeds.
+func TestFailedInspectionIsRetriedOnUnchangedPods(t *testing.T) {
+	e := newEnv(t, 100)
+	a := testPod("a")
+	if err := e.rt.SyncPod(e.ctx, a, nil).Error(); err != nil {
+		t.Fatal(err)
+	}
+	e.rt.failing.Store(true)
+	e.gen.Relist(e.ctx)
+	if _, err := e.cache.Get(a.UID); err == nil {
+		t.Fatal("the cache holds no error after a failed inspection")
+	}
+	e.rt.failing.Store(false)
+	before := e.rt.inspections.Load()
+	e.gen.Relist(e.ctx)
+	if n := e.rt.inspections.Load() - before; n != 1 {
+		t.Errorf("%d inspections after a failed one, want 1", n)
+	}
+	if st, err := e.cache.Get(a.UID); err != nil || st.FindContainerStatus("c") == nil {
+		t.Errorf("the cache after the retry: %+v, %v", st, err)
+	}
+	before = e.rt.inspections.Load()
+	e.gen.Relist(e.ctx)
+	if n := e.rt.inspections.Load() - before; n != 0 {
+		t.Errorf("%d inspections once one succeeded, want 0", n)
 	}
 }
 
