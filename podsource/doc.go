@@ -3,8 +3,11 @@
 //
 // Sources:
 //   - File: static pods from a directory, one Pod per file (YAML or
-//     JSON), watched with fsnotify and re-read every 20 s.
-//   - HTTP: a Pod or a PodList at a URL, polled every 20 s.
+//     JSON), watched with fsnotify and re-read every 20 s. An empty or
+//     missing directory is an empty set; one that cannot be read keeps
+//     the pods last sent.
+//   - HTTP: a Pod or a PodList at a URL, polled every 20 s. A failed
+//     fetch keeps the pods last sent.
 //   - Channel: pods a program sends itself.
 //
 // File and HTTP pods become static pods as the kubelet makes them: the
