@@ -101,7 +101,7 @@ func ComputePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResul
 // computePodActions is ComputePodActions with the spec hash function as a
 // parameter, so a Runtime can use its cache.
 func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults, hash func(*v1.Container) uint64) PodActions {
-	create, attempt, sandboxID := sandboxChanged(pod, status)
+	create, attempt, sandboxID := runtime.SandboxChanged(pod, status)
 	a := PodActions{
 		KillPod:       create,
 		CreateSandbox: create,
@@ -297,31 +297,6 @@ func sidecarStarted(c *v1.Container, st *runtime.ContainerStatus, probes ProbeRe
 		return true
 	}
 	return probes.Startup(st.ID) == ProbeSuccess
-}
-
-// sandboxChanged reports whether the pod needs a new sandbox, the attempt
-// number it gets, and otherwise the ID of the sandbox to use.
-func sandboxChanged(pod *v1.Pod, status *runtime.PodStatus) (bool, uint32, string) {
-	if len(status.SandboxStatuses) == 0 {
-		return true, 0, ""
-	}
-	ready := 0
-	for _, s := range status.SandboxStatuses {
-		if s.State == runtime.SandboxStateReady {
-			ready++
-		}
-	}
-	newest := status.SandboxStatuses[0]
-	next := newest.Attempt + 1
-	switch {
-	case ready > 1, newest.State != runtime.SandboxStateReady:
-		return true, next, newest.ID
-	case (newest.NetworkMode == runtime.NamespaceModeNode) != pod.Spec.HostNetwork:
-		return true, next, ""
-	case !pod.Spec.HostNetwork && len(newest.IPs) == 0:
-		return true, next, ""
-	}
-	return false, newest.Attempt, newest.ID
 }
 
 func succeeded(name string, status *runtime.PodStatus) bool {
