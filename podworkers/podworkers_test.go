@@ -288,11 +288,25 @@ func TestTerminalPhaseTerminates(t *testing.T) {
 
 func TestOrphanedRuntimePod(t *testing.T) {
 	e := newEnv(t)
-	e.pw.UpdatePod(podworkers.UpdatePodOptions{RunningPod: &runtime.Pod{ID: "orphan", Name: "x", Namespace: "ns"}})
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, RunningPod: &runtime.Pod{ID: "orphan", Name: "x", Namespace: "ns"}})
 	if c := e.next(); c.kind != "runtime" || c.uid != "orphan" {
 		t.Fatalf("%+v, want the runtime pod terminated", c)
 	}
 	e.quiet()
+}
+
+// A pod known only to the runtime can only be killed: any other update
+// for it creates no worker and runs nothing.
+func TestOrphanUpdateOtherThanKillIsIgnored(t *testing.T) {
+	e := newEnv(t)
+	running := &runtime.Pod{ID: "orphan", Name: "x", Namespace: "ns"}
+	for _, typ := range []podworkers.UpdateType{podworkers.SyncPodCreate, podworkers.SyncPodUpdate, podworkers.SyncPodSync} {
+		e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: typ, RunningPod: running})
+	}
+	e.quiet()
+	if _, known := e.pw.PodState(running.ID); known {
+		t.Error("an orphan update other than a kill created a worker")
+	}
 }
 
 func TestOneStaticPodPerName(t *testing.T) {
