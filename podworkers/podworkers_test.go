@@ -491,3 +491,51 @@ func TestSyncWaitsForAViewNewerThanThePreviousSyncsEnd(t *testing.T) {
 		t.Errorf("GetNewerThan asked for %v, want the zero time, then %v (the first sync's end)", c.since, t0.Add(5*time.Second))
 	}
 }
+
+// stepWhenWaiting advances the fake clock by d once a worker waits on it
+// (a retry timer), failing after 10s of wall time.
+func (e *env) stepWhenWaiting(d time.Duration) {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !e.clock.HasWaiters() {
+		if time.Now().After(deadline) {
+			e.t.Fatal("no worker waits on the clock for a retry")
+		}
+		goschedHelper()
+	}
+	e.clock.Step(d)
+}
+
+// A removed static pod whose kill fails once is retried by its worker
+// after the back-off, with no update from the caller (which no longer has
+// its spec); the replacement with the same name then starts.
+func TestFailedKillIsRetriedAndTheReplacementStarts(t *testing.T) {
+	e := newEnv(t)
+	static := func(uid, img string) *v1.Pod {
+		p := pod("web-node", img)
+		p.UID = types.UID(uid)
+		p.Annotations = map[string]string{"kubernetes.io/config.source": "file"}
+		return p
+	}
+	old, replacement := static("old", "v1"), static("new", "v2")
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: old})
+	e.next()
+	e.h.mu.Lock()
+	e.h.fail["terminating"] = 1
+	e.h.mu.Unlock()
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: old})
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: replacement})
+	if c := e.next(); c.kind != "terminating" || c.uid != old.UID {
+		t.Fatalf("%+v, want the old pod's kill", c)
+	}
+	e.quiet() // the kill failed: nothing runs before the back-off
+	if due := e.pw.Due(e.clock.Now().Add(time.Hour)); len(due) != 0 {
+		t.Errorf("Due reports %v: a terminating pod is retried by its worker, not resynced", due)
+	}
+	e.stepWhenWaiting(10 * time.Second)
+	for _, want := range []string{"terminating old", "terminated old", "sync new"} {
+		if c := e.next(); c.kind+" "+string(c.uid) != want {
+			t.Fatalf("%+v, want %s", c, want)
+		}
+	}
+}
