@@ -539,3 +539,62 @@ func TestFailedKillIsRetriedAndTheReplacementStarts(t *testing.T) {
 		}
 	}
 }
+
+// failingCache fails the next fail reads.
+type failingCache struct {
+	mu   sync.Mutex
+	fail int
+}
+
+func (c *failingCache) failNext(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fail = n
+}
+
+func (c *failingCache) GetNewerThan(_ context.Context, uid types.UID, _ time.Time) (*runtime.PodStatus, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fail > 0 {
+		c.fail--
+		return nil, errors.New("injected cache failure")
+	}
+	return &runtime.PodStatus{ID: uid}, nil
+}
+
+// A failed status read is a failed step like any other: a syncing pod is
+// due again after the back-off, and a terminating or terminated one is
+// retried by its worker, with a back-off that doubles.
+func TestFailedStatusReadIsRetried(t *testing.T) {
+	c := &failingCache{}
+	e := newEnvWithCache(t, c)
+	p := pod("a", "v1")
+	c.failNext(1)
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	// The clock stands still: the failed step ended now.
+	waitFor(t, func() bool { return len(e.pw.Due(e.clock.Now().Add(10*time.Second))) == 1 })
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p})
+	if c := e.next(); c.kind != "sync" {
+		t.Fatalf("%+v, want the sync retried", c)
+	}
+
+	// Terminating: two failed reads, retried after 10 s, then 20 s.
+	c.failNext(2)
+	gate := e.h.block(p.UID)
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
+	e.stepWhenWaiting(10 * time.Second)
+	e.stepWhenWaiting(10 * time.Second)
+	e.quiet() // the second back-off is 20 s
+	e.stepWhenWaiting(10 * time.Second)
+	if c := e.next(); c.kind != "terminating" {
+		t.Fatalf("%+v, want terminating", c)
+	}
+	// Terminated: one failed read, then the back-off starts again at 10 s.
+	c.failNext(1)
+	close(gate)
+	e.stepWhenWaiting(10 * time.Second)
+	if c := e.next(); c.kind != "terminated" {
+		t.Fatalf("%+v, want terminated", c)
+	}
+	waitFor(t, func() bool { return e.pw.ShouldPodContentBeRemoved(p.UID) })
+}
