@@ -598,3 +598,20 @@ func TestFailedStatusReadIsRetried(t *testing.T) {
 	}
 	waitFor(t, func() bool { return e.pw.ShouldPodContentBeRemoved(p.UID) })
 }
+
+// A kill cancels the SyncPod in progress, so that a sync stuck in a pull
+// or a hook cannot hold up termination.
+func TestKillCancelsTheRunningSync(t *testing.T) {
+	e := newEnv(t)
+	p := pod("a", "v1")
+	gate := e.h.block(p.UID) // SyncPod hangs until its context ends
+	defer close(gate)
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	if c := e.next(); c.kind != "sync" {
+		t.Fatalf("%+v, want sync", c)
+	}
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
+	if c := e.next(); c.kind != "terminating" {
+		t.Fatalf("%+v, want the hung sync cancelled and the pod terminating", c)
+	}
+}
