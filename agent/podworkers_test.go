@@ -3,6 +3,7 @@ package agent_test
 import (
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -35,5 +36,15 @@ func TestReplacementStartsAfterTheOldPodsKillFailedOnce(t *testing.T) {
 	})
 	if n := countCalls(r.fake, "StopPodSandbox"); n < 2 {
 		t.Errorf("StopPodSandbox called %d times, want the failed call and its retry", n)
+	}
+}
+
+// The pod workers' panic counter is on the agent's /metrics.
+func TestMetricsListPodWorkerPanics(t *testing.T) {
+	r := start(t, newFake(t), manifestDir(t))
+	rec := httptest.NewRecorder()
+	r.a.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if !strings.Contains(rec.Body.String(), "nodekit_podworkers_sync_panics_total 0") {
+		t.Errorf("/metrics lacks nodekit_podworkers_sync_panics_total:\n%s", rec.Body.String())
 	}
 }

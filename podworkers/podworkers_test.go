@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,10 +39,11 @@ type handler struct {
 	gates    map[types.UID]chan struct{}
 	terminal map[types.UID]bool
 	fail     map[string]int // kind → failures left
+	panics   map[string]int // kind → panics left
 }
 
 func newHandler() *handler {
-	return &handler{calls: make(chan call, 100), gates: map[types.UID]chan struct{}{}, terminal: map[types.UID]bool{}, fail: map[string]int{}}
+	return &handler{calls: make(chan call, 100), gates: map[types.UID]chan struct{}{}, terminal: map[types.UID]bool{}, fail: map[string]int{}, panics: map[string]int{}}
 }
 
 func (h *handler) block(uid types.UID) chan struct{} {
@@ -66,6 +68,10 @@ func (h *handler) record(ctx context.Context, c call) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.panics[c.kind] > 0 {
+		h.panics[c.kind]--
+		panic("injected " + c.kind + " panic")
+	}
 	if h.fail[c.kind] > 0 {
 		h.fail[c.kind]--
 		return errors.New("injected")
@@ -116,9 +122,14 @@ func newEnv(t *testing.T) *env { return newEnvWithCache(t, cache{}) }
 
 func newEnvWithCache(t *testing.T, c podworkers.StatusCache) *env {
 	t.Helper()
+	return newEnvWith(t, c, nil)
+}
+
+func newEnvWith(t *testing.T, c podworkers.StatusCache, reg prometheus.Registerer) *env {
+	t.Helper()
 	h := newHandler()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	pw, err := podworkers.New(podworkers.Config{Handler: h, Cache: c, Clock: clk})
+	pw, err := podworkers.New(podworkers.Config{Handler: h, Cache: c, Clock: clk, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -613,5 +624,56 @@ func TestKillCancelsTheRunningSync(t *testing.T) {
 	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
 	if c := e.next(); c.kind != "terminating" {
 		t.Fatalf("%+v, want the hung sync cancelled and the pod terminating", c)
+	}
+}
+
+// panicsCounted returns nodekit_podworkers_sync_panics_total.
+func panicsCounted(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "nodekit_podworkers_sync_panics_total" {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatal("nodekit_podworkers_sync_panics_total is not registered")
+	return 0
+}
+
+// A panic in the handler is recovered in the pod's goroutine, counted,
+// and treated as a failed step: the sync is due again after the
+// back-off, a terminating step is retried by the worker.
+func TestHandlerPanicIsAFailedStep(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e := newEnvWith(t, cache{}, reg)
+	p := pod("a", "v1")
+	e.h.mu.Lock()
+	e.h.panics["sync"], e.h.panics["terminating"] = 1, 1
+	e.h.mu.Unlock()
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	e.next()
+	waitFor(t, func() bool { return len(e.pw.Due(e.clock.Now().Add(10*time.Second))) == 1 })
+	if n := panicsCounted(t, reg); n != 1 {
+		t.Errorf("%v panics counted, want 1", n)
+	}
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p})
+	if c := e.next(); c.kind != "sync" {
+		t.Fatalf("%+v, want the sync retried", c)
+	}
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
+	if c := e.next(); c.kind != "terminating" {
+		t.Fatalf("%+v, want terminating", c)
+	}
+	e.stepWhenWaiting(10 * time.Second)
+	for _, want := range []string{"terminating", "terminated"} {
+		if c := e.next(); c.kind != want {
+			t.Fatalf("%+v, want %s", c, want)
+		}
+	}
+	if n := panicsCounted(t, reg); n != 2 {
+		t.Errorf("%v panics counted, want 2", n)
 	}
 }
