@@ -146,19 +146,19 @@ func NewMachine(cfg MachineConfig) *Machine {
 // killed.
 func (m *Machine) Update(opts UpdatePodOptions, now time.Time) UpdateEffect {
 	var uid types.UID
-	var fullname string
 	switch {
 	case opts.Pod != nil:
-		uid, fullname = opts.Pod.UID, opts.Pod.Namespace+"/"+opts.Pod.Name
+		uid = opts.Pod.UID
 		opts.RunningPod = nil // the spec says more than the runtime's view
 	case opts.RunningPod != nil && opts.UpdateType == SyncPodKill:
-		uid, fullname = opts.RunningPod.ID, opts.RunningPod.FullName()
+		uid = opts.RunningPod.ID
 	default:
 		return UpdateEffect{Ignored: true}
 	}
 	var eff UpdateEffect
 	s := m.pods[uid]
 	if s == nil {
+		fullname := updateName(opts)
 		s = &podState{fullname: fullname}
 		if opts.Pod != nil && isStatic(opts.Pod) {
 			s.static = true

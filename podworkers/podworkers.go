@@ -265,6 +265,10 @@ func (p *PodWorkers) startLocked(uid types.UID, w *worker) {
 // work is a pod's goroutine: it takes the steps the machine hands out,
 // one at a time, until the pod's lifecycle is over or ctx ends.
 func (p *PodWorkers) work(ctx context.Context, uid types.UID, w *worker) {
+	// Steps' contexts hang off one per worker, so that making and
+	// cancelling them never contends with other workers on Run's context.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	for {
 		p.mu.Lock()
 		step, ok := p.m.Next(uid, p.cfg.Clock.Now())
@@ -324,18 +328,15 @@ func (p *PodWorkers) wait(ctx context.Context, w *worker, retryAt time.Time) boo
 // panic in the handler or the cache is recovered, logged, counted, and
 // reported as the step's error.
 func (p *PodWorkers) runStep(ctx context.Context, step Step) (res StepResult) {
-	name := ""
-	switch {
-	case step.Pod != nil:
-		name = step.Pod.Namespace + "/" + step.Pod.Name
-	case step.RunningPod != nil:
-		name = step.RunningPod.FullName()
+	// The logger is made only when something is logged: a step that
+	// logs nothing allocates nothing for it.
+	log := func() logr.Logger {
+		return p.log.WithValues("pod", updateName(UpdatePodOptions{Pod: step.Pod, RunningPod: step.RunningPod}), "podUID", step.UID)
 	}
-	log := p.log.WithValues("pod", name, "podUID", step.UID)
 	defer func() {
 		if r := recover(); r != nil {
 			p.metrics.panics.Inc()
-			log.Error(fmt.Errorf("%v", r), "sync handler panicked", "step", step.State.String(), "stack", string(rdebug.Stack()))
+			log().Error(fmt.Errorf("%v", r), "sync handler panicked", "step", step.State.String(), "stack", string(rdebug.Stack()))
 			res = StepResult{Err: fmt.Errorf("podworkers: %s step: panic: %v", step.State, r)}
 		}
 	}()
@@ -343,7 +344,7 @@ func (p *PodWorkers) runStep(ctx context.Context, step Step) (res StepResult) {
 	if step.Pod != nil {
 		s, err := p.cfg.Cache.GetNewerThan(ctx, step.UID, step.StatusNewerThan)
 		if err != nil {
-			log.V(2).Info("reading the pod status failed", "step", step.State.String(), "err", err)
+			log().V(2).Info("reading the pod status failed", "step", step.State.String(), "err", err)
 			return StepResult{Err: fmt.Errorf("podworkers: read status: %w", err), StatusUnread: true}
 		}
 		status = s
@@ -352,11 +353,11 @@ func (p *PodWorkers) runStep(ctx context.Context, step Step) (res StepResult) {
 	case Syncing:
 		terminal, err := p.cfg.Handler.SyncPod(ctx, step.UpdateType, step.Pod, status)
 		if err != nil {
-			log.V(2).Info("sync failed", "err", err)
+			log().V(2).Info("sync failed", "err", err)
 			return StepResult{Err: err}
 		}
 		if terminal {
-			log.V(0).Info("pod reached a terminal phase")
+			log().V(0).Info("pod reached a terminal phase")
 		}
 		return StepResult{Terminal: terminal}
 	case Terminating:
@@ -367,14 +368,14 @@ func (p *PodWorkers) runStep(ctx context.Context, step Step) (res StepResult) {
 			err = p.cfg.Handler.SyncTerminatingPod(ctx, step.Pod, status, step.GracePeriod)
 		}
 		if err != nil {
-			log.V(2).Info("terminating failed", "err", err)
+			log().V(2).Info("terminating failed", "err", err)
 			return StepResult{Err: err}
 		}
-		log.V(0).Info("pod terminated")
+		log().V(0).Info("pod terminated")
 		return StepResult{}
 	default: // Terminated
 		if err := p.cfg.Handler.SyncTerminatedPod(ctx, step.Pod, status); err != nil {
-			log.V(2).Info("cleaning up a terminated pod failed", "err", err)
+			log().V(2).Info("cleaning up a terminated pod failed", "err", err)
 			return StepResult{Err: err}
 		}
 		return StepResult{}
