@@ -287,7 +287,10 @@ func (m *Machine) Finish(uid types.UID, res StepResult, now time.Time) FinishEff
 			}
 		}
 		if s.state != Syncing {
-			s.pending = true // terminate at once
+			// Terminate at once; the sync's failures do not count
+			// against the termination.
+			s.failures = 0
+			s.pending = true
 		}
 	case Terminating:
 		if res.Err != nil {

@@ -100,6 +100,11 @@ func TestMachineLifecycleWithShortestGrace(t *testing.T) {
 	if s.GracePeriod != 5 {
 		t.Errorf("grace %d, want the shortest, 5", s.GracePeriod)
 	}
+	if e.finish(p.UID, podworkers.StepResult{Err: errStep}); !e.m.RetryAt(p.UID).Equal(e.now.Add(10 * time.Second)) {
+		t.Errorf("retry at %v, want 10 s later: the failed sync does not count against the termination", e.m.RetryAt(p.UID).Sub(e.now))
+	}
+	e.now = e.now.Add(10 * time.Second)
+	e.next(p.UID, podworkers.Terminating)
 	if eff := e.kill(p, 1); eff.Cancel {
 		t.Error("a kill cancels a terminating step")
 	}
@@ -310,5 +315,20 @@ func TestMachineStatusUnreadKeepsTheViewTime(t *testing.T) {
 	e.update(podworkers.SyncPodSync, p)
 	if s := e.next(p.UID, podworkers.Syncing); !s.StatusNewerThan.Equal(t0.Add(time.Second)) {
 		t.Fatalf("newer than %v after a failed read, want the last step's end", s.StatusNewerThan)
+	}
+}
+
+// An update that arrives while a failed terminating step waits for its
+// back-off runs the step at once.
+func TestMachineUpdateDuringBackOffRunsAtOnce(t *testing.T) {
+	e := newMachine(t)
+	p := pod("a", "v1")
+	e.kill(p, 30)
+	e.next(p.UID, podworkers.Terminating)
+	e.finish(p.UID, podworkers.StepResult{Err: errStep})
+	e.none(p.UID)
+	e.kill(p, 2)
+	if s := e.next(p.UID, podworkers.Terminating); s.GracePeriod != 2 {
+		t.Errorf("grace %d, want 2", s.GracePeriod)
 	}
 }
