@@ -223,10 +223,10 @@ func (p *PodWorkers) updateLocked(opts UpdatePodOptions) {
 			p.startLocked(uid, w)
 		}
 	}
-	if eff.Ignored {
+	w := p.workers[uid]
+	if eff.Ignored || w == nil {
 		return
 	}
-	w := p.workers[uid]
 	if eff.Cancel && w.cancel != nil {
 		p.log.V(2).Info("termination requested: cancelling the running sync", "pod", updateName(opts), "podUID", uid)
 		w.cancel()
