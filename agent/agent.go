@@ -124,7 +124,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if a.workers, err = podworkers.New(podworkers.Config{
 		Handler: a, Cache: a.cache, ResyncInterval: cfg.ResyncInterval, BackOffPeriod: cfg.BackOffPeriod,
-		Clock: cfg.Clock, Logger: cfg.Logger.WithName("podworkers"),
+		Clock: cfg.Clock, Logger: cfg.Logger.WithName("podworkers"), Registerer: cfg.Registry,
 	}); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}

@@ -111,7 +111,7 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 		}
 		if running, empty := rs.RunningPod(false); !empty {
 			a.log.V(2).Info("killing an orphaned pod", "pod", running.FullName(), "podUID", uid)
-			a.workers.UpdatePod(podworkers.UpdatePodOptions{RunningPod: running})
+			a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, RunningPod: running})
 		}
 	}
 	for _, uid := range a.status.UIDs() {

@@ -3,13 +3,35 @@
 //
 //	syncing ──(kill, deletion, or a terminal phase)──▶ terminating ──▶ terminated
 //
-// UpdatePod never blocks: it hands the update to the pod's goroutine. An
-// update that arrives while a sync runs replaces any pending one, so the
-// next sync sees the latest spec (a periodic SyncPodSync never replaces a
-// more important pending update). Each sync first reads the runtime's
-// view from the StatusCache with GetNewerThan(the end of its previous
-// step), so a worker never acts on a view that may predate its own last
-// action (the kubelet's lastSyncTime).
+// # State machine and driver
+//
+// The package is split the way etcd's raft splits RawNode from Node:
+//
+//   - Machine is the lifecycle of every pod as a pure state machine: no
+//     goroutine, no clock, no lock, no I/O. It is driven by explicit
+//     inputs: Update (an update arrived at time T), Finish (the step
+//     ended with this result at T) and the time passed to Next and Due
+//     (now is T). It answers with what to do next: Next hands out the
+//     pod's next Step (which handler method, with which spec, update
+//     type, grace period and status view time), RetryAt says when a
+//     failed terminating step may run again, Due lists the syncing pods
+//     to resync, and the effects returned by Update and Finish say when
+//     a worker must start, be woken or have its SyncPod cancelled. Its
+//     tests drive it directly, with no waiting.
+//   - PodWorkers is the driver: it owns a Machine behind a mutex, one
+//     goroutine per pod UID that takes the pod's steps one at a time, the
+//     clock, the retry timers, the cancellation of steps, and the
+//     recovery of panics. It reads the runtime's view from the
+//     StatusCache and calls the SyncHandler.
+//
+// UpdatePod never blocks: it records the update and wakes the pod's
+// goroutine. An update that arrives while a step runs replaces any
+// pending one, so the next step sees the latest spec (a periodic
+// SyncPodSync never replaces a more important pending update). Each step
+// of a pod with a spec first reads the runtime's view from the
+// StatusCache with GetNewerThan(the end of its previous step), so a
+// worker never acts on a view that may predate its own last action (the
+// kubelet's lastSyncTime).
 //
 // Rules kept from the kubelet:
 //   - once termination is requested a pod never syncs again, and its
@@ -18,9 +40,13 @@
 //     the worker finished SyncKnownPods forgets it, so that the caller
 //     starts the pod afresh;
 //   - grace periods only shorten (the kill override, else the deletion
-//     grace period, else the spec's, else 30 s);
-//   - a pod whose sync reports a terminal phase is terminated;
-//   - pods known only to the runtime (orphans) are terminated through
+//     grace period, else the spec's, else 30 s); a pod whose SyncPod
+//     reports a terminal phase is killed with at most 1 s;
+//   - a pod whose sync reports a terminal phase, or whose spec is deleted
+//     or in a terminal phase, is terminated;
+//   - pods known only to the runtime (orphans: an update with a
+//     RunningPod and no Pod) can only be killed: such an update is
+//     ignored unless it is a SyncPodKill, and the kill goes through
 //     SyncTerminatingRuntimePod;
 //   - only one static pod (annotation kubernetes.io/config.source other
 //     than "api") per namespace/name runs: a replacement waits until its
@@ -29,14 +55,65 @@
 //     forgets finished ones that are no longer desired or were created
 //     again.
 //
-// A failed step is due again after BackOffPeriod (10 s), a successful
-// sync after ResyncInterval (1 min); the sync loop asks Due for the pods to
-// resync. Run starts the workers and, when ctx ends, waits for every one
-// of them to return.
+// # Retries and back-off
+//
+// Every failed step is retried: a failed status read (the handler then
+// does not run, and the next step waits for the same view), an error from
+// SyncPod, SyncTerminatingPod, SyncTerminatingRuntimePod or
+// SyncTerminatedPod, and a panic in any of them.
+//
+//   - The delay after a failed step is BackOffPeriod (10 s), doubled
+//     with each further consecutive failure of the pod, up to
+//     MaxBackOffPeriod (default ResyncInterval, 1 min): 10 s, 20 s, 40 s,
+//     1 min, 1 min... A successful step, or a move to terminating,
+//     starts again from 10 s.
+//   - A syncing pod is due again ResyncInterval (1 min) after a
+//     successful sync, or after the back-off after a failure; Due reports
+//     it, and the sync loop sends it a SyncPodSync with the latest spec.
+//   - A terminating or terminated pod is retried by its own worker when
+//     the back-off ends, with the spec it has: the caller may already
+//     have forgotten the pod (a removed static pod), and a replacement
+//     with the same name waits for it. Due never reports such a pod.
+//   - An update that arrives during a back-off runs at once.
+//   - A panic in the handler is recovered in the pod's goroutine, logged
+//     with the pod and the stack, counted in
+//     nodekit_podworkers_sync_panics_total (registered on
+//     Config.Registerer), and treated as a failed step.
+//
+// # Cancellation
+//
+// Each step runs with its own context. When termination is requested
+// while the pod's SyncPod runs (a kill, a deletion, a terminal phase in
+// the spec), that SyncPod's context is cancelled, so a hung pull or hook
+// cannot hold up termination; the terminating step follows at once. When
+// Run's context ends every step's context ends, and Run returns once
+// every goroutine returned.
+//
+// # Differences from the kubelet
+//
+//   - The kubelet retries a failed step after a constant 10 s plus up to
+//     50% random jitter; here the back-off doubles up to the cap, so a
+//     pod that keeps failing costs less, and has no jitter, so that due
+//     times are exact and testable with a fake clock (the sync loop sends
+//     the due pods in one batch per tick anyway).
+//   - The kubelet also cancels a running terminating step when a shorter
+//     grace period arrives; here the kill in progress keeps its grace
+//     period and is not interrupted half way, and the shorter one applies
+//     from its next attempt.
 //
 // # Usage
 //
-//	pw, err := podworkers.New(podworkers.Config{Handler: h, Cache: plegCache})
+// The driver:
+//
+//	pw, err := podworkers.New(podworkers.Config{Handler: h, Cache: plegCache, Registerer: reg})
 //	go pw.Run(ctx)
 //	pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: pod})
+//	for _, uid := range pw.Due(clk.Now()) { /* send a SyncPodSync */ }
+//
+// The state machine, driven by hand:
+//
+//	m := podworkers.NewMachine(podworkers.MachineConfig{})
+//	m.Update(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: pod}, now)
+//	step, ok := m.Next(pod.UID, now) // ok: run step (here SyncPod)
+//	eff := m.Finish(pod.UID, podworkers.StepResult{Err: err}, now)
 package podworkers

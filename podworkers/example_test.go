@@ -2,6 +2,7 @@ package podworkers_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -61,4 +62,32 @@ func Example() {
 	// sync create web
 	// terminating web grace 5
 	// terminated web
+}
+
+// The state machine driven by hand: no goroutine, no clock, no handler.
+// The caller runs each step it hands out and reports how it ended.
+func ExampleMachine() {
+	m := podworkers.NewMachine(podworkers.MachineConfig{})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-web"}}
+	m.Update(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: pod}, now)
+	step, _ := m.Next(pod.UID, now)
+	fmt.Println(step.State, step.UpdateType)
+	m.Finish(pod.UID, podworkers.StepResult{Err: errors.New("image pull failed")}, now)
+	fmt.Println("due in 9s:", len(m.Due(now.Add(9*time.Second))), "due in 10s:", len(m.Due(now.Add(10*time.Second))))
+
+	m.Update(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: pod}, now)
+	step, _ = m.Next(pod.UID, now)
+	fmt.Println(step.State, "grace", step.GracePeriod)
+	m.Finish(pod.UID, podworkers.StepResult{}, now)
+	step, _ = m.Next(pod.UID, now)
+	fmt.Println(step.State)
+	eff := m.Finish(pod.UID, podworkers.StepResult{}, now)
+	fmt.Println("finished:", eff.Finished)
+	// Output:
+	// syncing create
+	// due in 9s: 0 due in 10s: 1
+	// terminating grace 30
+	// terminated
+	// finished: true
 }

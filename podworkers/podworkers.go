@@ -3,10 +3,13 @@ package podworkers
 import (
 	"context"
 	"errors"
+	"fmt"
+	rdebug "runtime/debug"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -106,57 +109,56 @@ type Config struct {
 	// ResyncInterval is how long after a successful sync a pod is due
 	// again. Default 1m, the kubelet's syncFrequency.
 	ResyncInterval time.Duration
-	// BackOffPeriod is how long after a failed sync a pod is due again.
-	// Default 10s.
+	// BackOffPeriod is how long after a failed step a pod is due again;
+	// it doubles with each further consecutive failure, up to
+	// MaxBackOffPeriod. Default 10s, the kubelet's.
 	BackOffPeriod time.Duration
-	// Clock stamps syncs and due times. Default: the real clock.
+	// MaxBackOffPeriod caps the back-off. Default: ResyncInterval (the
+	// kubelet's cap).
+	MaxBackOffPeriod time.Duration
+	// Clock stamps steps and times retries. Default: the real clock.
 	Clock clock.Clock
-	// Logger: V(0) lifecycle changes, V(2) syncs. Default: discard.
+	// Logger: V(0) lifecycle changes and recovered panics, V(2) failed
+	// steps. Default: discard.
 	Logger logr.Logger
+	// Registerer receives nodekit_podworkers_sync_panics_total. Nil: not
+	// registered.
+	Registerer prometheus.Registerer
 }
 
-// PodWorkers runs one goroutine per pod UID that serializes the pod's
-// syncs. Updates that arrive while a sync runs coalesce to the latest.
-// Once termination is requested a pod never syncs again, and its worker
-// never starts again: a SyncPodCreate for the same UID only marks it, and
-// once it finished SyncKnownPods forgets it so that the pod can start
-// afresh. Only one static pod per namespace/name runs at a time: a
-// replacement waits until its predecessor terminated.
+// PodWorkers drives a Machine: it runs one goroutine per pod UID that
+// takes the pod's steps one at a time, owns the clock, retries failed
+// terminating and terminated steps after their back-off, cancels a
+// SyncPod when termination is requested, and recovers a panicking
+// handler. Updates that arrive while a step runs coalesce to the latest.
 // All methods are safe for concurrent use; Run must be running for work
 // to happen.
 type PodWorkers struct {
-	cfg Config
-	log logr.Logger
+	cfg     Config
+	log     logr.Logger
+	metrics *metrics
 
-	// mu guards everything below.
+	// mu guards everything below, the machine included.
 	mu      sync.Mutex
-	pods    map[types.UID]*podWorker
+	m       *Machine
+	workers map[types.UID]*worker
 	ctx     context.Context // set by Run
 	wg      sync.WaitGroup
 	started bool
-	// staticByName holds, per static pod full name, the UIDs in arrival
-	// order; only the first may run.
-	staticByName map[string][]types.UID
 }
 
-// podWorker is one pod's state; fields are guarded by PodWorkers.mu.
-type podWorker struct {
-	uid      types.UID
-	fullname string
-	static   bool
-	pod      *v1.Pod
-	running  *runtime.Pod
-	state    State
-	pending  *UpdatePodOptions
-	notify   chan struct{} // capacity 1
-	grace    *int64        // the shortest grace period requested
-	lastSync time.Time     // when the last sync step ended
-	due      time.Time     // when a resync is due
-	done     bool          // the goroutine has finished
-	waiting  bool          // a static pod waiting for its predecessor
-	// restartRequested: a create arrived after termination began.
-	restartRequested bool
-	ctxDone          context.CancelFunc
+// worker is one pod's goroutine bookkeeping; fields are guarded by
+// PodWorkers.mu.
+type worker struct {
+	notify chan struct{}      // capacity 1: a wake-up is pending
+	cancel context.CancelFunc // cancels the running step; nil between steps
+}
+
+func (w *worker) wake() {
+	select {
+	case w.notify <- struct{}{}:
+	default:
+	}
 }
 
 // New returns pod workers. It starts nothing; call Run.
@@ -167,19 +169,20 @@ func New(cfg Config) (*PodWorkers, error) {
 	if cfg.Cache == nil {
 		return nil, errors.New("podworkers: Config.Cache is required")
 	}
-	if cfg.ResyncInterval <= 0 {
-		cfg.ResyncInterval = time.Minute
-	}
-	if cfg.BackOffPeriod <= 0 {
-		cfg.BackOffPeriod = 10 * time.Second
-	}
+	mc := MachineConfig{ResyncInterval: cfg.ResyncInterval, BackOffPeriod: cfg.BackOffPeriod, MaxBackOffPeriod: cfg.MaxBackOffPeriod}
+	mc.defaults()
+	cfg.ResyncInterval, cfg.BackOffPeriod, cfg.MaxBackOffPeriod = mc.ResyncInterval, mc.BackOffPeriod, mc.MaxBackOffPeriod
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.Logger.GetSink() == nil {
 		cfg.Logger = logr.Discard()
 	}
-	return &PodWorkers{cfg: cfg, log: cfg.Logger, pods: map[types.UID]*podWorker{}, staticByName: map[string][]types.UID{}}, nil
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &PodWorkers{cfg: cfg, log: cfg.Logger, metrics: m, m: NewMachine(mc), workers: map[types.UID]*worker{}}, nil
 }
 
 // Run lets workers run until ctx ends, then cancels every worker and
@@ -188,8 +191,8 @@ func (p *PodWorkers) Run(ctx context.Context) error {
 	p.mu.Lock()
 	p.ctx = ctx
 	p.started = true
-	for _, w := range p.pods {
-		p.startLocked(w)
+	for _, uid := range p.m.Pods() {
+		p.startLocked(uid, p.workers[uid])
 	}
 	p.mu.Unlock()
 	<-ctx.Done()
@@ -201,293 +204,192 @@ func (p *PodWorkers) Run(ctx context.Context) error {
 	return nil
 }
 
-func isStatic(pod *v1.Pod) bool {
-	src := pod.Annotations["kubernetes.io/config.source"]
-	return src != "" && src != "api"
-}
-
 // UpdatePod hands a pod update to the pod's worker, creating the worker
-// for a new UID. It never blocks on a sync.
+// for a new UID. It never blocks on a step. An update with only a
+// RunningPod (an orphan) is ignored unless it is a SyncPodKill.
 func (p *PodWorkers) UpdatePod(opts UpdatePodOptions) {
-	var uid types.UID
-	var fullname string
-	switch {
-	case opts.Pod != nil:
-		uid, fullname = opts.Pod.UID, opts.Pod.Namespace+"/"+opts.Pod.Name
-	case opts.RunningPod != nil:
-		uid, fullname = opts.RunningPod.ID, opts.RunningPod.FullName()
-		opts.UpdateType = SyncPodKill
-	default:
-		return
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	w := p.pods[uid]
-	if w == nil {
-		if opts.UpdateType == SyncPodKill && opts.Pod == nil && opts.RunningPod == nil {
-			return
-		}
-		w = &podWorker{uid: uid, fullname: fullname, notify: make(chan struct{}, 1)}
-		if opts.Pod != nil && isStatic(opts.Pod) {
-			w.static = true
-			p.staticByName[fullname] = append(p.staticByName[fullname], uid)
-			w.waiting = p.staticByName[fullname][0] != uid
-		}
-		p.pods[uid] = w
+	p.updateLocked(opts)
+}
+
+func (p *PodWorkers) updateLocked(opts UpdatePodOptions) {
+	eff := p.m.Update(opts, p.cfg.Clock.Now())
+	uid := updateUID(opts)
+	if eff.Created {
+		w := &worker{notify: make(chan struct{}, 1)}
+		p.workers[uid] = w
 		if p.started {
-			p.startLocked(w)
+			p.startLocked(uid, w)
 		}
 	}
-	if w.state >= Terminating && opts.UpdateType == SyncPodCreate {
-		// The source re-created a UID that is terminating or terminated
-		// (a static pod's manifest removed and put back). This worker
-		// finishes first; SyncKnownPods then forgets it so that the
-		// caller can create the pod anew.
-		w.restartRequested = true
+	w := p.workers[uid]
+	if eff.Ignored || w == nil {
 		return
 	}
-	if w.done || w.state == Terminated && opts.UpdateType != SyncPodKill {
-		return // a terminated worker never starts again
+	if eff.Cancel && w.cancel != nil {
+		p.log.V(2).Info("termination requested: cancelling the running sync", "pod", updateName(opts), "podUID", uid)
+		w.cancel()
 	}
+	w.wake()
+}
+
+func updateUID(opts UpdatePodOptions) types.UID {
 	if opts.Pod != nil {
-		w.pod = opts.Pod
+		return opts.Pod.UID
 	}
 	if opts.RunningPod != nil {
-		w.running = opts.RunningPod
+		return opts.RunningPod.ID
 	}
-	if wantsTermination(opts) && w.state == Syncing {
-		w.state = Terminating
-		p.log.V(2).Info("pod termination requested", "pod", w.fullname, "podUID", uid)
-	}
-	if w.state >= Terminating {
-		if g := gracePeriod(opts); g != nil && (w.grace == nil || *g < *w.grace) {
-			w.grace = g
-		}
-	}
-	if w.pending == nil || opts.UpdateType != SyncPodSync {
-		w.pending = &opts
-	}
-	select {
-	case w.notify <- struct{}{}:
-	default:
-	}
+	return ""
 }
 
-func wantsTermination(opts UpdatePodOptions) bool {
-	if opts.UpdateType == SyncPodKill {
-		return true
+func updateName(opts UpdatePodOptions) string {
+	if opts.Pod != nil {
+		return opts.Pod.Namespace + "/" + opts.Pod.Name
 	}
-	pod := opts.Pod
-	return pod != nil && (pod.DeletionTimestamp != nil || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed)
+	if opts.RunningPod != nil {
+		return opts.RunningPod.FullName()
+	}
+	return ""
 }
 
-// gracePeriod: the override, else the deletion grace period, else the
-// spec's, else 30s.
-func gracePeriod(opts UpdatePodOptions) *int64 {
-	if opts.Kill != nil && opts.Kill.GracePeriodOverride != nil {
-		g := max(*opts.Kill.GracePeriodOverride, 0)
-		return &g
-	}
-	if pod := opts.Pod; pod != nil {
-		if pod.DeletionGracePeriodSeconds != nil {
-			return pod.DeletionGracePeriodSeconds
-		}
-		if pod.Spec.TerminationGracePeriodSeconds != nil {
-			return pod.Spec.TerminationGracePeriodSeconds
-		}
-	}
-	g := int64(30)
-	return &g
-}
-
-func (p *PodWorkers) startLocked(w *podWorker) {
-	ctx, cancel := context.WithCancel(p.ctx)
-	w.ctxDone = cancel
+func (p *PodWorkers) startLocked(uid types.UID, w *worker) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		defer cancel()
-		p.work(ctx, w)
+		p.work(p.ctx, uid, w)
 	}()
 }
 
-// work is a pod's goroutine.
-func (p *PodWorkers) work(ctx context.Context, w *podWorker) {
+// work is a pod's goroutine: it takes the steps the machine hands out,
+// one at a time, until the pod's lifecycle is over or ctx ends.
+func (p *PodWorkers) work(ctx context.Context, uid types.UID, w *worker) {
+	// Steps' contexts hang off one per worker, so that making and
+	// cancelling them never contends with other workers on Run's context.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.notify:
-		}
-		for {
-			p.mu.Lock()
-			if w.waiting {
-				p.mu.Unlock()
-				break // woken again when the predecessor terminates
-			}
-			opts := w.pending
-			w.pending = nil
-			state, pod, running, grace := w.state, w.pod, w.running, w.grace
-			since := w.lastSync
+		p.mu.Lock()
+		step, ok := p.m.Next(uid, p.cfg.Clock.Now())
+		if !ok {
+			finished, retryAt := p.m.Finished(uid), p.m.RetryAt(uid)
 			p.mu.Unlock()
-			if opts == nil {
-				break // nothing asked; a retry comes through Due and UpdatePod
-			}
-			finished := p.syncOnce(ctx, w, opts, state, pod, running, grace, since)
-			if ctx.Err() != nil {
+			if finished || !p.wait(ctx, w, retryAt) {
 				return
 			}
-			if finished {
-				p.finish(w)
-				return
+			continue
+		}
+		stepCtx, cancel := context.WithCancel(ctx)
+		w.cancel = cancel
+		p.mu.Unlock()
+
+		res := p.runStep(stepCtx, step)
+
+		p.mu.Lock()
+		w.cancel = nil
+		cancel()
+		eff := p.m.Finish(uid, res, p.cfg.Clock.Now())
+		if eff.Unblocked != "" {
+			if next := p.workers[eff.Unblocked]; next != nil {
+				next.wake()
 			}
+		}
+		p.mu.Unlock()
+		if eff.Finished || ctx.Err() != nil {
+			return
 		}
 	}
 }
 
-// syncOnce runs one step of the pod's lifecycle and reports whether the
-// pod is now fully terminated.
-func (p *PodWorkers) syncOnce(ctx context.Context, w *podWorker, opts *UpdatePodOptions, state State, pod *v1.Pod, running *runtime.Pod, grace *int64, since time.Time) bool {
-	start := p.cfg.Clock.Now()
+// wait blocks until the worker is woken, its retry is due, or ctx ends
+// (false).
+func (p *PodWorkers) wait(ctx context.Context, w *worker, retryAt time.Time) bool {
+	var due <-chan time.Time
+	if !retryAt.IsZero() {
+		d := retryAt.Sub(p.cfg.Clock.Now())
+		if d <= 0 {
+			return ctx.Err() == nil
+		}
+		t := p.cfg.Clock.NewTimer(d)
+		defer t.Stop()
+		due = t.C()
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-w.notify:
+	case <-due:
+	}
+	return true
+}
+
+// runStep reads the pod's status and runs the handler for one step. A
+// panic in the handler or the cache is recovered, logged, counted, and
+// reported as the step's error.
+func (p *PodWorkers) runStep(ctx context.Context, step Step) (res StepResult) {
+	// The logger is made only when something is logged: a step that
+	// logs nothing allocates nothing for it.
+	log := func() logr.Logger {
+		return p.log.WithValues("pod", updateName(UpdatePodOptions{Pod: step.Pod, RunningPod: step.RunningPod}), "podUID", step.UID)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			p.metrics.panics.Inc()
+			log().Error(fmt.Errorf("%v", r), "sync handler panicked", "step", step.State.String(), "stack", string(rdebug.Stack()))
+			res = StepResult{Err: fmt.Errorf("podworkers: %s step: panic: %v", step.State, r)}
+		}
+	}()
 	var status *runtime.PodStatus
-	if pod != nil {
-		s, err := p.cfg.Cache.GetNewerThan(ctx, w.uid, since)
+	if step.Pod != nil {
+		s, err := p.cfg.Cache.GetNewerThan(ctx, step.UID, step.StatusNewerThan)
 		if err != nil {
-			return false
+			log().V(2).Info("reading the pod status failed", "step", step.State.String(), "err", err)
+			return StepResult{Err: fmt.Errorf("podworkers: read status: %w", err), StatusUnread: true}
 		}
 		status = s
 	}
-	// The next step waits for an observation that began after this one
-	// ended, so it sees everything this one did (a container it started,
-	// say). An observation that began during the step may miss that, and
-	// a sync acting on it would start the container twice.
-	defer func() {
-		ended := p.cfg.Clock.Now()
-		p.mu.Lock()
-		w.lastSync = ended
-		p.mu.Unlock()
-	}()
-	log := p.log.WithValues("pod", w.fullname, "podUID", w.uid)
-
-	switch state {
+	switch step.State {
 	case Syncing:
-		terminal, err := p.cfg.Handler.SyncPod(ctx, opts.UpdateType, pod, status)
-		p.mu.Lock()
-		defer p.mu.Unlock()
+		terminal, err := p.cfg.Handler.SyncPod(ctx, step.UpdateType, step.Pod, status)
 		if err != nil {
-			log.V(2).Info("sync failed", "err", err)
-			w.due = start.Add(p.cfg.BackOffPeriod)
-			return false
+			log().V(2).Info("sync failed", "err", err)
+			return StepResult{Err: err}
 		}
-		w.due = start.Add(p.cfg.ResyncInterval)
-		if terminal && w.state == Syncing {
-			w.state = Terminating
-			g := int64(1) // a pod that finished has nothing left to drain
-			if w.grace == nil || g < *w.grace {
-				w.grace = &g
-			}
-			log.V(0).Info("pod reached a terminal phase")
+		if terminal {
+			log().V(0).Info("pod reached a terminal phase")
 		}
-		if w.state != Syncing {
-			p.requeueLocked(w)
-		}
-		return false
-
+		return StepResult{Terminal: terminal}
 	case Terminating:
 		var err error
-		if pod == nil {
-			err = p.cfg.Handler.SyncTerminatingRuntimePod(ctx, running)
+		if step.Pod == nil {
+			err = p.cfg.Handler.SyncTerminatingRuntimePod(ctx, step.RunningPod)
 		} else {
-			g := int64(30)
-			if grace != nil {
-				g = *grace
-			}
-			err = p.cfg.Handler.SyncTerminatingPod(ctx, pod, status, g)
+			err = p.cfg.Handler.SyncTerminatingPod(ctx, step.Pod, status, step.GracePeriod)
 		}
-		p.mu.Lock()
-		defer p.mu.Unlock()
 		if err != nil {
-			log.V(2).Info("terminating failed", "err", err)
-			w.due = start.Add(p.cfg.BackOffPeriod)
-			return false
+			log().V(2).Info("terminating failed", "err", err)
+			return StepResult{Err: err}
 		}
-		if pod == nil {
-			w.state = Terminated
-			return true // an orphan has nothing more to clean up here
-		}
-		w.state = Terminated
-		log.V(0).Info("pod terminated")
-		p.requeueLocked(w)
-		return false
-
+		log().V(0).Info("pod terminated")
+		return StepResult{}
 	default: // Terminated
-		if pod == nil {
-			return true
+		if err := p.cfg.Handler.SyncTerminatedPod(ctx, step.Pod, status); err != nil {
+			log().V(2).Info("cleaning up a terminated pod failed", "err", err)
+			return StepResult{Err: err}
 		}
-		if err := p.cfg.Handler.SyncTerminatedPod(ctx, pod, status); err != nil {
-			p.mu.Lock()
-			w.due = start.Add(p.cfg.BackOffPeriod)
-			p.mu.Unlock()
-			return false
-		}
-		return true
+		return StepResult{}
 	}
 }
 
-func (p *PodWorkers) requeueLocked(w *podWorker) {
-	if w.pending == nil {
-		w.pending = &UpdatePodOptions{UpdateType: SyncPodKill}
-	}
-	select {
-	case w.notify <- struct{}{}:
-	default:
-	}
-}
-
-// finish marks the worker done and lets a waiting static pod of the same
-// name start.
-func (p *PodWorkers) finish(w *podWorker) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	w.done = true
-	w.state = Terminated
-	if !w.static {
-		return
-	}
-	list := p.staticByName[w.fullname]
-	for i, uid := range list {
-		if uid == w.uid {
-			list = append(list[:i:i], list[i+1:]...)
-			break
-		}
-	}
-	if len(list) == 0 {
-		delete(p.staticByName, w.fullname)
-		return
-	}
-	p.staticByName[w.fullname] = list
-	if next := p.pods[list[0]]; next != nil && next.waiting {
-		next.waiting = false
-		select {
-		case next.notify <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// Due returns the pods whose resync (or retry after an error) is due at
-// now, for the sync loop to resync.
+// Due returns the syncing pods whose resync (or retry after a failed
+// step) is due at now, for the sync loop to resync with SyncPodSync.
+// Failed terminating and terminated steps are retried by the workers
+// themselves and are never returned.
 func (p *PodWorkers) Due(now time.Time) []types.UID {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []types.UID
-	for uid, w := range p.pods {
-		if !w.done && !w.due.IsZero() && !now.Before(w.due) {
-			out = append(out, uid)
-			w.due = time.Time{}
-		}
-	}
-	return out
+	return p.m.Due(now)
 }
 
 // PodState returns the pod's lifecycle state and whether its worker
@@ -495,11 +397,7 @@ func (p *PodWorkers) Due(now time.Time) []types.UID {
 func (p *PodWorkers) PodState(uid types.UID) (State, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	w := p.pods[uid]
-	if w == nil {
-		return Syncing, false
-	}
-	return w.state, true
+	return p.m.PodState(uid)
 }
 
 // IsPodTerminationRequested reports whether the pod is terminating or
@@ -515,8 +413,7 @@ func (p *PodWorkers) IsPodTerminationRequested(uid types.UID) bool {
 func (p *PodWorkers) ShouldPodContentBeRemoved(uid types.UID) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	w := p.pods[uid]
-	return w == nil || w.done
+	return p.m.Finished(uid)
 }
 
 // SyncKnownPods reconciles the workers with the desired pods: workers for
@@ -531,28 +428,15 @@ func (p *PodWorkers) SyncKnownPods(desired []*v1.Pod) map[types.UID]State {
 		want[pod.UID] = true
 	}
 	p.mu.Lock()
-	var kill []UpdatePodOptions
-	for uid, w := range p.pods {
-		if w.done && (!want[uid] || w.restartRequested) {
-			delete(p.pods, uid)
-			continue
-		}
-		if want[uid] {
-			continue
-		}
-		if w.state == Syncing {
-			kill = append(kill, UpdatePodOptions{UpdateType: SyncPodKill, Pod: w.pod, RunningPod: w.running})
-		}
-	}
-	p.mu.Unlock()
-	for _, k := range kill {
-		p.UpdatePod(k)
-	}
-	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(map[types.UID]State, len(p.pods))
-	for uid, w := range p.pods {
-		out[uid] = w.state
+	for _, k := range p.m.SyncKnownPods(want) {
+		p.updateLocked(k)
 	}
-	return out
+	states := p.m.States()
+	for uid := range p.workers {
+		if _, ok := states[uid]; !ok {
+			delete(p.workers, uid)
+		}
+	}
+	return states
 }

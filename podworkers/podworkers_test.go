@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,10 +39,11 @@ type handler struct {
 	gates    map[types.UID]chan struct{}
 	terminal map[types.UID]bool
 	fail     map[string]int // kind → failures left
+	panics   map[string]int // kind → panics left
 }
 
 func newHandler() *handler {
-	return &handler{calls: make(chan call, 100), gates: map[types.UID]chan struct{}{}, terminal: map[types.UID]bool{}, fail: map[string]int{}}
+	return &handler{calls: make(chan call, 100), gates: map[types.UID]chan struct{}{}, terminal: map[types.UID]bool{}, fail: map[string]int{}, panics: map[string]int{}}
 }
 
 func (h *handler) block(uid types.UID) chan struct{} {
@@ -66,6 +68,10 @@ func (h *handler) record(ctx context.Context, c call) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.panics[c.kind] > 0 {
+		h.panics[c.kind]--
+		panic("injected " + c.kind + " panic")
+	}
 	if h.fail[c.kind] > 0 {
 		h.fail[c.kind]--
 		return errors.New("injected")
@@ -116,9 +122,14 @@ func newEnv(t *testing.T) *env { return newEnvWithCache(t, cache{}) }
 
 func newEnvWithCache(t *testing.T, c podworkers.StatusCache) *env {
 	t.Helper()
+	return newEnvWith(t, c, nil)
+}
+
+func newEnvWith(t *testing.T, c podworkers.StatusCache, reg prometheus.Registerer) *env {
+	t.Helper()
 	h := newHandler()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	pw, err := podworkers.New(podworkers.Config{Handler: h, Cache: c, Clock: clk})
+	pw, err := podworkers.New(podworkers.Config{Handler: h, Cache: c, Clock: clk, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,11 +299,25 @@ func TestTerminalPhaseTerminates(t *testing.T) {
 
 func TestOrphanedRuntimePod(t *testing.T) {
 	e := newEnv(t)
-	e.pw.UpdatePod(podworkers.UpdatePodOptions{RunningPod: &runtime.Pod{ID: "orphan", Name: "x", Namespace: "ns"}})
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, RunningPod: &runtime.Pod{ID: "orphan", Name: "x", Namespace: "ns"}})
 	if c := e.next(); c.kind != "runtime" || c.uid != "orphan" {
 		t.Fatalf("%+v, want the runtime pod terminated", c)
 	}
 	e.quiet()
+}
+
+// A pod known only to the runtime can only be killed: any other update
+// for it creates no worker and runs nothing.
+func TestOrphanUpdateOtherThanKillIsIgnored(t *testing.T) {
+	e := newEnv(t)
+	running := &runtime.Pod{ID: "orphan", Name: "x", Namespace: "ns"}
+	for _, typ := range []podworkers.UpdateType{podworkers.SyncPodCreate, podworkers.SyncPodUpdate, podworkers.SyncPodSync} {
+		e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: typ, RunningPod: running})
+	}
+	e.quiet()
+	if _, known := e.pw.PodState(running.ID); known {
+		t.Error("an orphan update other than a kill created a worker")
+	}
 }
 
 func TestOneStaticPodPerName(t *testing.T) {
@@ -475,5 +500,180 @@ func TestSyncWaitsForAViewNewerThanThePreviousSyncsEnd(t *testing.T) {
 	defer c.mu.Unlock()
 	if len(c.since) != 2 || !c.since[1].Equal(t0.Add(5*time.Second)) {
 		t.Errorf("GetNewerThan asked for %v, want the zero time, then %v (the first sync's end)", c.since, t0.Add(5*time.Second))
+	}
+}
+
+// stepWhenWaiting advances the fake clock by d once a worker waits on it
+// (a retry timer), failing after 10s of wall time.
+func (e *env) stepWhenWaiting(d time.Duration) {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !e.clock.HasWaiters() {
+		if time.Now().After(deadline) {
+			e.t.Fatal("no worker waits on the clock for a retry")
+		}
+		goschedHelper()
+	}
+	e.clock.Step(d)
+}
+
+// A removed static pod whose kill fails once is retried by its worker
+// after the back-off, with no update from the caller (which no longer has
+// its spec); the replacement with the same name then starts.
+func TestFailedKillIsRetriedAndTheReplacementStarts(t *testing.T) {
+	e := newEnv(t)
+	static := func(uid, img string) *v1.Pod {
+		p := pod("web-node", img)
+		p.UID = types.UID(uid)
+		p.Annotations = map[string]string{"kubernetes.io/config.source": "file"}
+		return p
+	}
+	old, replacement := static("old", "v1"), static("new", "v2")
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: old})
+	e.next()
+	e.h.mu.Lock()
+	e.h.fail["terminating"] = 1
+	e.h.mu.Unlock()
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: old})
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: replacement})
+	if c := e.next(); c.kind != "terminating" || c.uid != old.UID {
+		t.Fatalf("%+v, want the old pod's kill", c)
+	}
+	e.quiet() // the kill failed: nothing runs before the back-off
+	if due := e.pw.Due(e.clock.Now().Add(time.Hour)); len(due) != 0 {
+		t.Errorf("Due reports %v: a terminating pod is retried by its worker, not resynced", due)
+	}
+	e.stepWhenWaiting(10 * time.Second)
+	for _, want := range []string{"terminating old", "terminated old", "sync new"} {
+		if c := e.next(); c.kind+" "+string(c.uid) != want {
+			t.Fatalf("%+v, want %s", c, want)
+		}
+	}
+}
+
+// failingCache fails the next fail reads.
+type failingCache struct {
+	mu   sync.Mutex
+	fail int
+}
+
+func (c *failingCache) failNext(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fail = n
+}
+
+func (c *failingCache) GetNewerThan(_ context.Context, uid types.UID, _ time.Time) (*runtime.PodStatus, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fail > 0 {
+		c.fail--
+		return nil, errors.New("injected cache failure")
+	}
+	return &runtime.PodStatus{ID: uid}, nil
+}
+
+// A failed status read is a failed step like any other: a syncing pod is
+// due again after the back-off, and a terminating or terminated one is
+// retried by its worker, with a back-off that doubles.
+func TestFailedStatusReadIsRetried(t *testing.T) {
+	c := &failingCache{}
+	e := newEnvWithCache(t, c)
+	p := pod("a", "v1")
+	c.failNext(1)
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	// The clock stands still: the failed step ended now.
+	waitFor(t, func() bool { return len(e.pw.Due(e.clock.Now().Add(10*time.Second))) == 1 })
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p})
+	if c := e.next(); c.kind != "sync" {
+		t.Fatalf("%+v, want the sync retried", c)
+	}
+
+	// Terminating: two failed reads, retried after 10 s, then 20 s.
+	c.failNext(2)
+	gate := e.h.block(p.UID)
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
+	e.stepWhenWaiting(10 * time.Second)
+	e.stepWhenWaiting(10 * time.Second)
+	e.quiet() // the second back-off is 20 s
+	e.stepWhenWaiting(10 * time.Second)
+	if c := e.next(); c.kind != "terminating" {
+		t.Fatalf("%+v, want terminating", c)
+	}
+	// Terminated: one failed read, then the back-off starts again at 10 s.
+	c.failNext(1)
+	close(gate)
+	e.stepWhenWaiting(10 * time.Second)
+	if c := e.next(); c.kind != "terminated" {
+		t.Fatalf("%+v, want terminated", c)
+	}
+	waitFor(t, func() bool { return e.pw.ShouldPodContentBeRemoved(p.UID) })
+}
+
+// A kill cancels the SyncPod in progress, so that a sync stuck in a pull
+// or a hook cannot hold up termination.
+func TestKillCancelsTheRunningSync(t *testing.T) {
+	e := newEnv(t)
+	p := pod("a", "v1")
+	gate := e.h.block(p.UID) // SyncPod hangs until its context ends
+	defer close(gate)
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	if c := e.next(); c.kind != "sync" {
+		t.Fatalf("%+v, want sync", c)
+	}
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
+	if c := e.next(); c.kind != "terminating" {
+		t.Fatalf("%+v, want the hung sync cancelled and the pod terminating", c)
+	}
+}
+
+// panicsCounted returns nodekit_podworkers_sync_panics_total.
+func panicsCounted(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "nodekit_podworkers_sync_panics_total" {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatal("nodekit_podworkers_sync_panics_total is not registered")
+	return 0
+}
+
+// A panic in the handler is recovered in the pod's goroutine, counted,
+// and treated as a failed step: the sync is due again after the
+// back-off, a terminating step is retried by the worker.
+func TestHandlerPanicIsAFailedStep(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e := newEnvWith(t, cache{}, reg)
+	p := pod("a", "v1")
+	e.h.mu.Lock()
+	e.h.panics["sync"], e.h.panics["terminating"] = 1, 1
+	e.h.mu.Unlock()
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	e.next()
+	waitFor(t, func() bool { return len(e.pw.Due(e.clock.Now().Add(10*time.Second))) == 1 })
+	if n := panicsCounted(t, reg); n != 1 {
+		t.Errorf("%v panics counted, want 1", n)
+	}
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p})
+	if c := e.next(); c.kind != "sync" {
+		t.Fatalf("%+v, want the sync retried", c)
+	}
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
+	if c := e.next(); c.kind != "terminating" {
+		t.Fatalf("%+v, want terminating", c)
+	}
+	e.stepWhenWaiting(10 * time.Second)
+	for _, want := range []string{"terminating", "terminated"} {
+		if c := e.next(); c.kind != want {
+			t.Fatalf("%+v, want %s", c, want)
+		}
+	}
+	if n := panicsCounted(t, reg); n != 2 {
+		t.Errorf("%v panics counted, want 2", n)
 	}
 }
