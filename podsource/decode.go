@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -66,8 +67,8 @@ func makeStatic(pod *v1.Pod, source, origin, nodeName string, seen time.Time) er
 		pod.Name = pod.Name + "-" + node
 	}
 	pod.Spec.NodeName = nodeName
-	if errs := Validate(pod); len(errs) > 0 {
-		return errs.ToAggregate()
+	if errs := validatePod(pod); len(errs) > 0 {
+		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, errs.ToAggregate())
 	}
 	content, err := json.Marshal(pod)
 	if err != nil {
@@ -86,4 +87,20 @@ func makeStatic(pod *v1.Pod, source, origin, nodeName string, seen time.Time) er
 	pod.Annotations[AnnotationConfigSeen] = seen.UTC().Format(time.RFC3339Nano)
 	pod.Spec.Tolerations = append(pod.Spec.Tolerations, v1.Toleration{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute})
 	return nil
+}
+
+// DefaultMaxManifestBytes bounds a manifest file or an HTTP body, as the
+// kubelet does.
+const DefaultMaxManifestBytes = 10 << 20
+
+// readBounded reads r whole unless it holds more than max bytes.
+func readBounded(r io.Reader, max int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("more than the limit of %d bytes", max)
+	}
+	return data, nil
 }

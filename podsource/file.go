@@ -27,9 +27,12 @@ type FileConfig struct {
 	// Period is how often the directory is re-read besides change
 	// notifications. Default 20s, the kubelet's fileCheckFrequency.
 	Period time.Duration
-	Clock  clock.WithTicker
-	Logger logr.Logger
-	Events EventFunc
+	// MaxManifestBytes refuses a larger file before reading it. Default
+	// DefaultMaxManifestBytes (10 MiB), the kubelet's limit.
+	MaxManifestBytes int64
+	Clock            clock.WithTicker
+	Logger           logr.Logger
+	Events           EventFunc
 }
 
 // File is the static pod source of a manifest directory. It sends a SET
@@ -64,6 +67,9 @@ func NewFile(cfg FileConfig) (*File, error) {
 	}
 	if cfg.Period <= 0 {
 		cfg.Period = 20 * time.Second
+	}
+	if cfg.MaxManifestBytes <= 0 {
+		cfg.MaxManifestBytes = DefaultMaxManifestBytes
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -177,9 +183,17 @@ func (f *File) cached(path string, e os.DirEntry, seen time.Time) (*v1.Pod, erro
 }
 
 func (f *File) load(path string, seen time.Time) (*v1.Pod, error) {
-	data, err := os.ReadFile(path)
+	file, err := os.Open(path)
 	if err != nil {
 		return nil, err
+	}
+	defer file.Close()
+	if info, err := file.Stat(); err == nil && info.Size() > f.cfg.MaxManifestBytes {
+		return nil, fmt.Errorf("the file has %d bytes, more than the limit of %d", info.Size(), f.cfg.MaxManifestBytes)
+	}
+	data, err := readBounded(file, f.cfg.MaxManifestBytes)
+	if err != nil {
+		return nil, fmt.Errorf("reading the file: %w", err)
 	}
 	pods, err := decode(data, false)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -12,9 +11,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 )
-
-// maxManifestBytes bounds what an HTTP source reads.
-const maxManifestBytes = 10 << 20
 
 // HTTPConfig configures a URL source.
 type HTTPConfig struct {
@@ -28,9 +24,12 @@ type HTTPConfig struct {
 	Period time.Duration
 	// Client does the requests. Default: a client with a 10s timeout.
 	Client *http.Client
-	Clock  clock.WithTicker
-	Logger logr.Logger
-	Events EventFunc
+	// MaxBodyBytes refuses a larger body, before reading it when the
+	// response states its length. Default DefaultMaxManifestBytes (10 MiB).
+	MaxBodyBytes int64
+	Clock        clock.WithTicker
+	Logger       logr.Logger
+	Events       EventFunc
 }
 
 // HTTP polls a URL for pod manifests and sends a SET whenever the set
@@ -50,6 +49,9 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	}
 	if cfg.Period <= 0 {
 		cfg.Period = 20 * time.Second
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxManifestBytes
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 10 * time.Second}
@@ -114,9 +116,16 @@ func (h *HTTP) fetch(ctx context.Context) ([]*v1.Pod, string, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, "", fmt.Errorf("%s: HTTP status %d", h.cfg.URL, resp.StatusCode)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxManifestBytes))
+	if resp.ContentLength > h.cfg.MaxBodyBytes {
+		err := fmt.Errorf("the body has %d bytes, more than the limit of %d", resp.ContentLength, h.cfg.MaxBodyBytes)
+		h.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", fmt.Sprintf("manifest %s: %v", h.cfg.URL, err))
+		return nil, "", fmt.Errorf("%s: %w", h.cfg.URL, err)
+	}
+	data, err := readBounded(resp.Body, h.cfg.MaxBodyBytes)
 	if err != nil {
-		return nil, "", err
+		err = fmt.Errorf("reading the body: %w", err)
+		h.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", fmt.Sprintf("manifest %s: %v", h.cfg.URL, err))
+		return nil, "", fmt.Errorf("%s: %w", h.cfg.URL, err)
 	}
 	decoded, err := decode(data, true)
 	if err != nil {
@@ -130,7 +139,7 @@ func (h *HTTP) fetch(ctx context.Context) ([]*v1.Pod, string, error) {
 		origin := fmt.Sprintf("%s#%d", h.cfg.URL, i)
 		if err := makeStatic(pod, SourceHTTP, origin, h.cfg.NodeName, seen); err != nil {
 			h.cfg.Logger.Error(err, "skipping an invalid pod", "url", h.cfg.URL, "item", i)
-			h.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", fmt.Sprintf("manifest %s item %d (%s): %v", h.cfg.URL, i, pod.Name, err))
+			h.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", fmt.Sprintf("manifest %s item %d: %v", h.cfg.URL, i, err))
 			continue
 		}
 		pods = append(pods, pod)

@@ -147,7 +147,7 @@ func TestFileSource(t *testing.T) {
 	got := strings.Join(ev.all(), "\n")
 	for _, want := range []string{
 		"broken.yaml: not YAML or JSON",
-		"dup.yaml: [spec.containers[1].name: Duplicate value: \"a\", spec.containers[1].volumeMounts[0].name: Not found: \"missing\"]",
+		"dup.yaml: pod default/dup-node-1: [spec.containers[1].name: Duplicate value: \"a\", spec.containers[1].volumeMounts[0].name: Not found: \"missing\"]",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("events lack %q:\n%s", want, got)
@@ -291,7 +291,7 @@ func TestHTTPSource(t *testing.T) {
 	if diff := cmp.Diff([]string{"default/a-n1"}, names(u.Pods)); diff != "" {
 		t.Errorf("pods (-want +got):\n%s", diff)
 	}
-	if got := strings.Join(ev.all(), "\n"); !strings.Contains(got, "item 1 (b-n1): spec.containers[0].image: Required value") {
+	if got := strings.Join(ev.all(), "\n"); !strings.Contains(got, "item 1: pod default/b-n1: spec.containers[0].image: Required value") {
 		t.Errorf("events %q do not name the bad item and field", got)
 	}
 	mu.Lock()
@@ -382,7 +382,7 @@ func TestValidate(t *testing.T) {
 		{"bad name", func(p *v1.Pod) { p.Name = "Bad_Name" }, "metadata.name: Invalid value"},
 		{"no containers", func(p *v1.Pod) { p.Spec.Containers = nil }, "spec.containers: Required value"},
 		{"bad port", func(p *v1.Pod) { p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 70000}} }, "spec.containers[0].ports[0].containerPort"},
-		{"duplicate across init", func(p *v1.Pod) { p.Spec.InitContainers = []v1.Container{{Name: "c", Image: "i"}} }, "spec.containers[0].name: Duplicate value"},
+		{"duplicate across init", func(p *v1.Pod) { p.Spec.InitContainers = []v1.Container{{Name: "c", Image: "i"}} }, "spec.initContainers[0].name: Duplicate value"},
 		{"restart policy", func(p *v1.Pod) { p.Spec.RestartPolicy = "Sometimes" }, "spec.restartPolicy: Unsupported value"},
 		{"two probe handlers", func(p *v1.Pod) {
 			p.Spec.Containers[0].LivenessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{}, TCPSocket: &v1.TCPSocketAction{}}}
