@@ -1,9 +1,11 @@
 package podsource
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 )
 
@@ -20,6 +23,9 @@ func decode(data []byte, allowList bool) ([]*v1.Pod, error) {
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
 		return nil, fmt.Errorf("not YAML or JSON: %w", err)
+	}
+	if t := bytes.TrimSpace(js); len(t) == 0 || string(t) == "null" {
+		return nil, errors.New("holds no object (empty, or only comments)")
 	}
 	var head struct {
 		APIVersion string `json:"apiVersion"`
@@ -61,6 +67,9 @@ func decode(data []byte, allowList bool) ([]*v1.Pod, error) {
 // annotations, the node name, and a toleration of NoExecute taints. It
 // returns the validation errors, if any.
 func makeStatic(pod *v1.Pod, source, origin, nodeName string, seen time.Time) error {
+	if pod.Name == "" {
+		return field.Required(field.NewPath("metadata", "name"), "a static pod needs a name")
+	}
 	applyDefaults(pod)
 	node := strings.ToLower(nodeName)
 	if node != "" && !strings.HasSuffix(pod.Name, "-"+node) {

@@ -7,7 +7,10 @@
 //     missing directory is an empty set; one that cannot be read keeps
 //     the pods last sent. A file over FileConfig.MaxManifestBytes
 //     (default 10 MiB, the kubelet's limit) is refused from its size,
-//     before it is read.
+//     before it is read. An empty file, or one holding only comments, is
+//     reported as such; a manifest without a name gets metadata.name:
+//     Required value (not an error about the name the node suffix would
+//     make of it).
 //   - HTTP: a Pod or a PodList at a URL, polled every 20 s. A failed
 //     fetch keeps the pods last sent. A body over HTTPConfig.MaxBodyBytes
 //     (default 10 MiB) is refused: from its Content-Length when the

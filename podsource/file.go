@@ -1,6 +1,7 @@
 package podsource
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -194,6 +195,9 @@ func (f *File) load(path string, seen time.Time) (*v1.Pod, error) {
 	data, err := readBounded(file, f.cfg.MaxManifestBytes)
 	if err != nil {
 		return nil, fmt.Errorf("reading the file: %w", err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, errors.New("the file is empty")
 	}
 	pods, err := decode(data, false)
 	if err != nil {

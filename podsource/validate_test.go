@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -255,6 +256,36 @@ func TestHTTPSourceBodyLimit(t *testing.T) {
 			t.Fatalf("chunked=%v: no event within 10s", chunked)
 		}
 		srv.Close()
+	}
+}
+
+// An empty file is reported as such, naming the file, instead of as a pod
+// with an empty name.
+func TestFileSourceEmptyManifest(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "empty.yaml", "")
+	write(t, dir, "blank.yaml", "\n  \n")
+	write(t, dir, "comments.yaml", "# nothing here\n")
+	write(t, dir, "noname.yaml", "spec: {containers: [{name: c, image: busybox}]}\n")
+	write(t, dir, "web.yaml", webYAML)
+	var ev events
+	src, _ := podsource.NewFile(podsource.FileConfig{Dir: dir, NodeName: "n", Events: ev.record})
+	if u := next(t, run(t, src)); len(u.Pods) != 1 {
+		t.Errorf("pods %v, want web only", names(u.Pods))
+	}
+	all := strings.Join(ev.all(), "\n")
+	for _, want := range []string{
+		filepath.Join(dir, "empty.yaml") + ": the file is empty",
+		filepath.Join(dir, "blank.yaml") + ": the file is empty",
+		filepath.Join(dir, "comments.yaml") + ": holds no object",
+		filepath.Join(dir, "noname.yaml") + ": metadata.name: Required value",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("events lack %q:\n%s", want, all)
+		}
+	}
+	if strings.Contains(all, "-n\"") {
+		t.Errorf("an event speaks of a name made of the node suffix alone:\n%s", all)
 	}
 }
 
