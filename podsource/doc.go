@@ -95,6 +95,31 @@
 // reports when every source has been seen (SeenAllSources), after which a
 // pod missing from all sources is really gone.
 //
+// Every pod enters through the Merger, whatever its source (File, HTTP,
+// Channel or one of your own): it gets the API server's defaults and
+// Validate there, on a copy, and its UID must be safe in a file name (at
+// most 128 letters, digits, '-', '_' or '.', not "." or ".."), since the
+// UID, like the namespace, the name and the container names, becomes part
+// of the paths of the pod's directories and logs. A pod that fails gets a
+// FailedValidation event (MergerConfig.Events) naming the pod, its source
+// (and file or URL) and the field, and is left out; the other pods of the
+// update go through. In a SET, the pod is then gone from the source; in
+// an ADD or UPDATE, the pod keeps its last valid version.
+//
+// A full name (namespace/name, after the node-name suffix) belongs to one
+// pod, as in the kubelet, where a second pod of the same name is refused
+// with a FailedValidation event. The kubelet checks this within one source
+// update; the Merger checks it across all sources too, and gives the name
+// deterministically: to the pod of the source listed first in
+// MergerConfig.Sources, and within a source to the pod first in its SET (a
+// File sends its files in name order, an HTTP source in list order) or,
+// for ADDs, the first sent. The others are refused with an event naming
+// them, their source and file, and the pod that holds the name, once per
+// refusal; when the holder goes, the next one is added. Since the outcome
+// depends only on what the sources hold, a pod that wins a name later
+// displaces (REMOVE, then ADD) the one that held it. A UID is likewise
+// given to one pod only.
+//
 // What it leaves out: an API-server source; it belongs in the kube package
 // (the API-server adapters), which is not written yet.
 package podsource

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 )
 
@@ -77,7 +78,7 @@ func (h *HTTP) Run(ctx context.Context, out chan<- Update) error {
 	defer tick.Stop()
 	last := "unset"
 	for {
-		pods, fingerprint, err := h.fetch(ctx)
+		pods, origins, fingerprint, err := h.fetch(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
 				h.cfg.Logger.Error(err, "fetching pod manifests", "url", h.cfg.URL)
@@ -85,7 +86,7 @@ func (h *HTTP) Run(ctx context.Context, out chan<- Update) error {
 		} else if fingerprint != last {
 			last = fingerprint
 			select {
-			case out <- Update{Op: SET, Pods: pods, Source: SourceHTTP}:
+			case out <- Update{Op: SET, Pods: pods, Source: SourceHTTP, Origins: origins}:
 			case <-ctx.Done():
 				return nil
 			}
@@ -98,10 +99,10 @@ func (h *HTTP) Run(ctx context.Context, out chan<- Update) error {
 	}
 }
 
-func (h *HTTP) fetch(ctx context.Context) ([]*v1.Pod, string, error) {
+func (h *HTTP) fetch(ctx context.Context) ([]*v1.Pod, map[types.UID]string, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.cfg.URL, nil)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	for k, vs := range h.cfg.Header {
 		for _, v := range vs {
@@ -110,30 +111,31 @@ func (h *HTTP) fetch(ctx context.Context) ([]*v1.Pod, string, error) {
 	}
 	resp, err := h.cfg.Client.Do(req)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, "", fmt.Errorf("%s: HTTP status %d", h.cfg.URL, resp.StatusCode)
+		return nil, nil, "", fmt.Errorf("%s: HTTP status %d", h.cfg.URL, resp.StatusCode)
 	}
 	if resp.ContentLength > h.cfg.MaxBodyBytes {
 		err := fmt.Errorf("the body has %d bytes, more than the limit of %d", resp.ContentLength, h.cfg.MaxBodyBytes)
 		h.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", fmt.Sprintf("manifest %s: %v", h.cfg.URL, err))
-		return nil, "", fmt.Errorf("%s: %w", h.cfg.URL, err)
+		return nil, nil, "", fmt.Errorf("%s: %w", h.cfg.URL, err)
 	}
 	data, err := readBounded(resp.Body, h.cfg.MaxBodyBytes)
 	if err != nil {
 		err = fmt.Errorf("reading the body: %w", err)
 		h.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", fmt.Sprintf("manifest %s: %v", h.cfg.URL, err))
-		return nil, "", fmt.Errorf("%s: %w", h.cfg.URL, err)
+		return nil, nil, "", fmt.Errorf("%s: %w", h.cfg.URL, err)
 	}
 	decoded, err := decode(data, true)
 	if err != nil {
 		h.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", fmt.Sprintf("manifest %s: %v", h.cfg.URL, err))
-		return nil, "", fmt.Errorf("%s: %w", h.cfg.URL, err)
+		return nil, nil, "", fmt.Errorf("%s: %w", h.cfg.URL, err)
 	}
 	seen := h.cfg.Clock.Now()
 	var pods []*v1.Pod
+	origins := map[types.UID]string{}
 	fingerprint := ""
 	for i, pod := range decoded {
 		origin := fmt.Sprintf("%s#%d", h.cfg.URL, i)
@@ -143,7 +145,8 @@ func (h *HTTP) fetch(ctx context.Context) ([]*v1.Pod, string, error) {
 			continue
 		}
 		pods = append(pods, pod)
+		origins[pod.UID] = fmt.Sprintf("%s item %d", h.cfg.URL, i)
 		fingerprint += string(pod.UID) + ","
 	}
-	return pods, fingerprint, nil
+	return pods, origins, fingerprint, nil
 }

@@ -52,12 +52,28 @@ spec:
 type events struct {
 	mu   sync.Mutex
 	list []string
+	// changed is closed and replaced at every event.
+	changed chan struct{}
 }
 
 func (e *events) record(_ *v1.Pod, _, reason, msg string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.list = append(e.list, reason+": "+msg)
+	if e.changed != nil {
+		close(e.changed)
+	}
+	e.changed = make(chan struct{})
+}
+
+// wait returns a channel closed at the next event.
+func (e *events) wait() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.changed == nil {
+		e.changed = make(chan struct{})
+	}
+	return e.changed
 }
 
 func (e *events) all() []string {
