@@ -23,8 +23,12 @@
 // path and scheme, volume file modes, host ports under hostNetwork...),
 // the name suffixed with the node name, a stable UID derived from the
 // node, the file or URL and the content (so an edited manifest is a new
-// pod), the kubernetes.io/config.{hash,source,seen} annotations,
-// spec.nodeName, and a toleration of NoExecute taints.
+// pod; the place of a pod in a PodList does not count, so reordering a
+// list restarts nothing), the kubernetes.io/config.{hash,source,seen}
+// annotations, spec.nodeName, and a toleration of NoExecute taints. The
+// kubelet feeds the node name into the UIDs of file pods only; nodekit
+// feeds it into those of HTTP pods too, so that nodes polling one URL do
+// not run pods with the same UID.
 //
 // # Validation
 //

@@ -138,8 +138,9 @@ func (h *HTTP) fetch(ctx context.Context) ([]*v1.Pod, map[types.UID]string, stri
 	origins := map[types.UID]string{}
 	fingerprint := ""
 	for i, pod := range decoded {
-		origin := fmt.Sprintf("%s#%d", h.cfg.URL, i)
-		if err := makeStatic(pod, SourceHTTP, origin, h.cfg.NodeName, seen); err != nil {
+		// The UID depends on the URL and the pod, not on its place in the
+		// list: reordering a list restarts nothing.
+		if err := makeStatic(pod, SourceHTTP, h.cfg.URL, h.cfg.NodeName, seen); err != nil {
 			h.cfg.Logger.Error(err, "skipping an invalid pod", "url", h.cfg.URL, "item", i)
 			h.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", fmt.Sprintf("manifest %s item %d: %v", h.cfg.URL, i, err))
 			continue

@@ -419,3 +419,40 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// An HTTP pod's UID comes from the URL and the pod, not its place in the
+// list: reordering the list keeps every UID.
+func TestHTTPSourceUIDsIgnoreOrder(t *testing.T) {
+	items := []string{
+		`{"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"busybox:1.36"}]}}`,
+		`{"metadata":{"name":"b"},"spec":{"containers":[{"name":"c","image":"busybox:1.36"}]}}`,
+		`{"metadata":{"name":"c"},"spec":{"containers":[{"name":"c","image":"busybox:1.37"}]}}`,
+	}
+	var mu sync.Mutex
+	body := `{"kind":"PodList","apiVersion":"v1","items":[` + strings.Join(items, ",") + `]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.Write([]byte(body))
+	}))
+	defer srv.Close()
+	clk := clocktesting.NewFakeClock(time.Now())
+	src, _ := podsource.NewHTTP(podsource.HTTPConfig{URL: srv.URL, NodeName: "n", Clock: clk})
+	ch := run(t, src)
+	uids := func(u podsource.Update) map[string]ktypes.UID {
+		m := map[string]ktypes.UID{}
+		for _, p := range u.Pods {
+			m[p.Name] = p.UID
+		}
+		return m
+	}
+	before := uids(next(t, ch))
+	mu.Lock()
+	body = `{"kind":"PodList","apiVersion":"v1","items":[` + items[2] + "," + items[0] + "," + items[1] + `]}`
+	mu.Unlock()
+	clk.Step(20 * time.Second)
+	after := uids(next(t, ch))
+	if len(before) != 3 || !cmp.Equal(before, after) {
+		t.Errorf("UIDs before %v and after reordering %v, want the same three", before, after)
+	}
+}
