@@ -158,6 +158,18 @@ func TestValidateAPIServerRules(t *testing.T) {
 		}, "spec.securityContext.sysctls[0].name: Invalid value"},
 		{"service account name", func(p *v1.Pod) { p.Spec.ServiceAccountName = "A/B" }, "spec.serviceAccountName: Invalid value"},
 		{"os name", func(p *v1.Pod) { p.Spec.OS = &v1.PodOS{Name: "plan9"} }, "spec.os.name: Unsupported value"},
+		{"scheduling gates", func(p *v1.Pod) { p.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "g"}} }, "spec.schedulingGates: Forbidden"},
+		{"preemption policy", func(p *v1.Pod) { x := v1.PreemptionPolicy("Always"); p.Spec.PreemptionPolicy = &x }, "spec.preemptionPolicy: Unsupported value"},
+		{"hostnameOverride with hostNetwork", func(p *v1.Pod) { h := "x"; p.Spec.HostNetwork = true; p.Spec.HostnameOverride = &h }, "spec.hostnameOverride: Forbidden"},
+		{"projected token without service account", func(p *v1.Pod) {
+			p.Spec.Volumes[0].Projected = &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "t"}}}}
+		}, "spec.volumes[0].projected.sources[0].serviceAccountToken: Forbidden"},
+		{"downward API item path", func(p *v1.Pod) {
+			p.Spec.Volumes[0].DownwardAPI = &v1.DownwardAPIVolumeSource{Items: []v1.DownwardAPIVolumeFile{{Path: "../x", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
+		}, "spec.volumes[0].downwardAPI.items[0].path: Invalid value: \"../x\": must not contain '..'"},
+		{"hugepages alone", func(p *v1.Pod) {
+			c0(p).Resources.Limits = v1.ResourceList{"hugepages-2Mi": quantity("2Mi")}
+		}, "spec.containers[0].resources: Forbidden: HugePages require cpu or memory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := base()
