@@ -106,7 +106,7 @@ func New(cfg Config) (*Agent, error) {
 		}
 		a.rt = rt
 	}
-	if a.merger, err = podsource.NewMerger(podsource.MergerConfig{Sources: cfg.Sources, Logger: cfg.Logger.WithName("podsource")}); err != nil {
+	if a.merger, err = podsource.NewMerger(podsource.MergerConfig{Sources: cfg.Sources, Logger: cfg.Logger.WithName("podsource"), Events: cfg.Events}); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	a.cache = pleg.NewCache()

@@ -3,8 +3,8 @@ package podsource
 import "context"
 
 // Channel is a source fed by a program: what is sent with Send goes out
-// unchanged, tagged with the channel's name. Pods must already carry
-// their UIDs; no defaults or validation are applied.
+// tagged with the channel's name. Pods must carry their UIDs; the Merger
+// applies the defaults and validation every source gets.
 type Channel struct {
 	name string
 	in   chan Update

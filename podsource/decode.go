@@ -1,15 +1,19 @@
 package podsource
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 )
 
@@ -19,6 +23,9 @@ func decode(data []byte, allowList bool) ([]*v1.Pod, error) {
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
 		return nil, fmt.Errorf("not YAML or JSON: %w", err)
+	}
+	if t := bytes.TrimSpace(js); len(t) == 0 || string(t) == "null" {
+		return nil, errors.New("holds no object (empty, or only comments)")
 	}
 	var head struct {
 		APIVersion string `json:"apiVersion"`
@@ -60,14 +67,17 @@ func decode(data []byte, allowList bool) ([]*v1.Pod, error) {
 // annotations, the node name, and a toleration of NoExecute taints. It
 // returns the validation errors, if any.
 func makeStatic(pod *v1.Pod, source, origin, nodeName string, seen time.Time) error {
+	if pod.Name == "" {
+		return field.Required(field.NewPath("metadata", "name"), "a static pod needs a name")
+	}
 	applyDefaults(pod)
 	node := strings.ToLower(nodeName)
 	if node != "" && !strings.HasSuffix(pod.Name, "-"+node) {
 		pod.Name = pod.Name + "-" + node
 	}
 	pod.Spec.NodeName = nodeName
-	if errs := Validate(pod); len(errs) > 0 {
-		return errs.ToAggregate()
+	if errs := validatePod(pod); len(errs) > 0 {
+		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, errs.ToAggregate())
 	}
 	content, err := json.Marshal(pod)
 	if err != nil {
@@ -86,4 +96,20 @@ func makeStatic(pod *v1.Pod, source, origin, nodeName string, seen time.Time) er
 	pod.Annotations[AnnotationConfigSeen] = seen.UTC().Format(time.RFC3339Nano)
 	pod.Spec.Tolerations = append(pod.Spec.Tolerations, v1.Toleration{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute})
 	return nil
+}
+
+// DefaultMaxManifestBytes bounds a manifest file or an HTTP body, as the
+// kubelet does.
+const DefaultMaxManifestBytes = 10 << 20
+
+// readBounded reads r whole unless it holds more than max bytes.
+func readBounded(r io.Reader, max int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("more than the limit of %d bytes", max)
+	}
+	return data, nil
 }

@@ -5,29 +5,124 @@
 //   - File: static pods from a directory, one Pod per file (YAML or
 //     JSON), watched with fsnotify and re-read every 20 s. An empty or
 //     missing directory is an empty set; one that cannot be read keeps
-//     the pods last sent.
+//     the pods last sent. A file over FileConfig.MaxManifestBytes
+//     (default 10 MiB, the kubelet's limit) is refused from its size,
+//     before it is read. An empty file, or one holding only comments, is
+//     reported as such; a manifest without a name gets metadata.name:
+//     Required value (not an error about the name the node suffix would
+//     make of it).
 //   - HTTP: a Pod or a PodList at a URL, polled every 20 s. A failed
-//     fetch keeps the pods last sent.
+//     fetch keeps the pods last sent. A body over HTTPConfig.MaxBodyBytes
+//     (default 10 MiB) is refused: from its Content-Length when the
+//     response states one, else after reading one byte past the limit.
 //   - Channel: pods a program sends itself.
 //
 // File and HTTP pods become static pods as the kubelet makes them: the
 // API server's defaults applied (restart and DNS policy, grace period,
-// pull policy, termination message path, probe timings...), the name
-// suffixed with the node name, a stable UID derived from the node, the
-// file or URL and the content (so an edited manifest is a new pod), the
-// kubernetes.io/config.{hash,source,seen} annotations, spec.nodeName, and
-// a toleration of NoExecute taints.
+// pull policy, termination message path, probe timings, HTTP handler
+// path and scheme, volume file modes, host ports under hostNetwork...),
+// the name suffixed with the node name, a stable UID derived from the
+// node, the file or URL and the content (so an edited manifest is a new
+// pod; the place of a pod in a PodList does not count, so reordering a
+// list restarts nothing), the kubernetes.io/config.{hash,source,seen}
+// annotations, spec.nodeName, and a toleration of NoExecute taints. The
+// kubelet feeds the node name into the UIDs of file pods only; nodekit
+// feeds it into those of HTTP pods too, so that nodes polling one URL do
+// not run pods with the same UID.
 //
-// A manifest that does not parse or fails Validate (names, unique
-// container and volume names, images, ports, volume references, restart
-// and DNS policies, probe handlers) gets a FailedToLoadManifest warning
-// event and a log line naming the file and the field, and is left out;
-// the other manifests keep running.
+// # Validation
+//
+// A manifest that does not parse or fails Validate gets a
+// FailedToLoadManifest warning event and a log line naming the file, the
+// pod and the field, and is left out; the other manifests keep running.
+// Validate applies the API server's pod validation rules that a node can
+// check on its own:
+//   - metadata: name a DNS subdomain (at most 253 characters), namespace a
+//     DNS label, label keys and values, annotation keys and their total
+//     size (256 KiB), owner references, finalizers;
+//   - containers: at least one; names DNS labels, unique across init and
+//     regular containers; image set, without surrounding spaces; pull
+//     policy and termination message policy; ports (container port
+//     1-65535, host port 0-65535, protocol, unique IANA names, no two on
+//     the same host port, protocol and address, host port equal to the
+//     container port under hostNetwork); environment variable names,
+//     exactly one source per valueFrom (and none with a value), downward
+//     API field paths, configMap and secret key references; envFrom;
+//     volume mounts (a volume of the pod, a unique mount path, subPath and
+//     subPathExpr relative without "..", propagation, Bidirectional only
+//     when privileged, recursive read-only); volume devices; resources
+//     (known or extended names, non-negative, integer extended resources,
+//     requests at most limits, equal to them for hugepages and extended
+//     resources, hugepages only with cpu or memory); resize policy;
+//     security context (user and group IDs, procMount, privilege
+//     escalation, seccomp and AppArmor profiles, a Localhost seccomp
+//     profile relative without ".."); probes (exactly one handler, its
+//     port, path, scheme and command, non-negative timings, success
+//     threshold 1 for liveness and startup, no grace period for
+//     readiness); lifecycle hooks (one handler, sleep within the grace
+//     period, stop signals); init containers: no probes or hooks unless
+//     restartPolicy is Always; no ephemeral containers;
+//   - volumes: names DNS labels and unique; exactly one volume type;
+//     hostPath set, without "..", a known type; emptyDir size; secret,
+//     configMap, downwardAPI and projected: names, file modes, item paths
+//     relative, without "..", unique in a projection; service account
+//     tokens only with a service account; persistentVolumeClaim claim
+//     name; nfs server and absolute path; image reference and pull
+//     policy;
+//   - the pod: restart and DNS policies, DNS config (required for None, at
+//     most 3 IP nameservers, 32 searches of 2048 characters), grace
+//     period not negative (a negative one is made 1, as the API server
+//     does), active deadline, hostname, subdomain and hostnameOverride,
+//     node selector, tolerations, host aliases, readiness gates, no
+//     scheduling gates (the pod is on its node already), service account,
+//     priority and runtime class names, preemption policy, overhead, OS
+//     name, pod security context (IDs, sysctl names, fsGroup and
+//     supplemental-group policies, SELinux change policy, seccomp and
+//     AppArmor), shareProcessNamespace with hostPID, hostUsers false with
+//     hostPID or hostIPC.
+//
+// Left to the API server, which knows the cluster or guards features a
+// node does not check: admission (quotas, limit ranges, pod security),
+// affinity and topology spread constraints, resource claims and
+// pod-level resources, the volume types of cloud providers beyond their
+// being the only type set, Windows options, pod-specific annotations
+// (seccomp, AppArmor and toleration annotations), spec.nodeName (the node
+// sets it).
+//
+// Deliberate difference: the API server accepts restartPolicy and
+// restartPolicyRules on regular containers and rules on init containers
+// (the ContainerRestartRules feature); nodekit's runtime does not
+// implement them, so Validate refuses them instead of ignoring them.
 //
 // Merger runs the sources and merges them into one stream of REMOVE, ADD,
 // UPDATE, DELETE and RECONCILE operations, tagged with their source, and
 // reports when every source has been seen (SeenAllSources), after which a
 // pod missing from all sources is really gone.
+//
+// Every pod enters through the Merger, whatever its source (File, HTTP,
+// Channel or one of your own): it gets the API server's defaults and
+// Validate there, on a copy, and its UID must be safe in a file name (at
+// most 128 letters, digits, '-', '_' or '.', not "." or ".."), since the
+// UID, like the namespace, the name and the container names, becomes part
+// of the paths of the pod's directories and logs. A pod that fails gets a
+// FailedValidation event (MergerConfig.Events) naming the pod, its source
+// (and file or URL) and the field, and is left out; the other pods of the
+// update go through. In a SET, the pod is then gone from the source; in
+// an ADD or UPDATE, the pod keeps its last valid version.
+//
+// A full name (namespace/name, after the node-name suffix) belongs to one
+// pod, as in the kubelet, where a second pod of the same name is refused
+// with a FailedValidation event. The kubelet checks this within one source
+// update; the Merger checks it across all sources too, and gives the name
+// deterministically: to the pod of the source listed first in
+// MergerConfig.Sources, and within a source to the pod first in its SET (a
+// File sends its files in name order, an HTTP source in list order) or,
+// for ADDs, the first sent. The others are refused with an event naming
+// them, their source and file, and the pod that holds the name, once per
+// refusal; when the holder goes, the next one is added. Since the outcome
+// depends only on what the sources hold, a pod that wins a name later
+// displaces (REMOVE, then ADD) the one that held it. A UID is likewise
+// given to one pod only.
 //
 // What it leaves out: an API-server source; it belongs in the kube package
 // (the API-server adapters), which is not written yet.

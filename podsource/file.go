@@ -1,6 +1,7 @@
 package podsource
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 )
 
@@ -27,9 +29,12 @@ type FileConfig struct {
 	// Period is how often the directory is re-read besides change
 	// notifications. Default 20s, the kubelet's fileCheckFrequency.
 	Period time.Duration
-	Clock  clock.WithTicker
-	Logger logr.Logger
-	Events EventFunc
+	// MaxManifestBytes refuses a larger file before reading it. Default
+	// DefaultMaxManifestBytes (10 MiB), the kubelet's limit.
+	MaxManifestBytes int64
+	Clock            clock.WithTicker
+	Logger           logr.Logger
+	Events           EventFunc
 }
 
 // File is the static pod source of a manifest directory. It sends a SET
@@ -65,6 +70,9 @@ func NewFile(cfg FileConfig) (*File, error) {
 	if cfg.Period <= 0 {
 		cfg.Period = 20 * time.Second
 	}
+	if cfg.MaxManifestBytes <= 0 {
+		cfg.MaxManifestBytes = DefaultMaxManifestBytes
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -96,13 +104,13 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 	defer tick.Stop()
 	sent, last := false, ""
 	send := func() {
-		pods, fingerprint, ok := f.scan()
+		pods, origins, fingerprint, ok := f.scan()
 		if !ok || sent && fingerprint == last {
 			return
 		}
 		sent, last = true, fingerprint
 		select {
-		case out <- Update{Op: SET, Pods: pods, Source: SourceFile}:
+		case out <- Update{Op: SET, Pods: pods, Source: SourceFile, Origins: origins}:
 		case <-ctx.Done():
 		}
 	}
@@ -118,20 +126,21 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 	}
 }
 
-// scan reads every manifest and returns the valid pods and a fingerprint
-// of the set (UIDs in order). A directory that does not exist holds no
+// scan reads every manifest and returns the valid pods in file name
+// order, the file of each, and a fingerprint of the set. A directory that does not exist holds no
 // pods; one that cannot be read gives ok false, and the pods last sent
 // stand, as in the kubelet: a passing I/O error must not kill them.
-func (f *File) scan() (pods []*v1.Pod, fingerprint string, ok bool) {
+func (f *File) scan() (pods []*v1.Pod, origins map[types.UID]string, fingerprint string, ok bool) {
 	entries, err := os.ReadDir(f.cfg.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		f.cfg.Logger.V(2).Info("the manifest directory does not exist", "dir", f.cfg.Dir)
-		return nil, "", true
+		return nil, nil, "", true
 	}
 	if err != nil {
 		f.cfg.Logger.Error(err, "reading the manifest directory; keeping the pods last read", "dir", f.cfg.Dir)
-		return nil, "", false
+		return nil, nil, "", false
 	}
+	origins = map[types.UID]string{}
 	seen := f.cfg.Clock.Now()
 	var uids []string
 	for _, e := range entries {
@@ -150,7 +159,8 @@ func (f *File) scan() (pods []*v1.Pod, fingerprint string, ok bool) {
 			continue
 		}
 		pods = append(pods, pod)
-		uids = append(uids, string(pod.UID))
+		origins[pod.UID] = path
+		uids = append(uids, path+"="+string(pod.UID))
 	}
 	for path := range f.parsed {
 		if _, err := os.Lstat(path); err != nil {
@@ -158,7 +168,7 @@ func (f *File) scan() (pods []*v1.Pod, fingerprint string, ok bool) {
 		}
 	}
 	sort.Strings(uids)
-	return pods, strings.Join(uids, ","), true
+	return pods, origins, strings.Join(uids, ","), true
 }
 
 // cached returns the file's pod, parsing it only when it changed; fresh
@@ -177,9 +187,20 @@ func (f *File) cached(path string, e os.DirEntry, seen time.Time) (*v1.Pod, erro
 }
 
 func (f *File) load(path string, seen time.Time) (*v1.Pod, error) {
-	data, err := os.ReadFile(path)
+	file, err := os.Open(path)
 	if err != nil {
 		return nil, err
+	}
+	defer file.Close()
+	if info, err := file.Stat(); err == nil && info.Size() > f.cfg.MaxManifestBytes {
+		return nil, fmt.Errorf("the file has %d bytes, more than the limit of %d", info.Size(), f.cfg.MaxManifestBytes)
+	}
+	data, err := readBounded(file, f.cfg.MaxManifestBytes)
+	if err != nil {
+		return nil, fmt.Errorf("reading the file: %w", err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, errors.New("the file is empty")
 	}
 	pods, err := decode(data, false)
 	if err != nil {

@@ -4,17 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 )
-
-// maxManifestBytes bounds what an HTTP source reads.
-const maxManifestBytes = 10 << 20
 
 // HTTPConfig configures a URL source.
 type HTTPConfig struct {
@@ -28,9 +25,12 @@ type HTTPConfig struct {
 	Period time.Duration
 	// Client does the requests. Default: a client with a 10s timeout.
 	Client *http.Client
-	Clock  clock.WithTicker
-	Logger logr.Logger
-	Events EventFunc
+	// MaxBodyBytes refuses a larger body, before reading it when the
+	// response states its length. Default DefaultMaxManifestBytes (10 MiB).
+	MaxBodyBytes int64
+	Clock        clock.WithTicker
+	Logger       logr.Logger
+	Events       EventFunc
 }
 
 // HTTP polls a URL for pod manifests and sends a SET whenever the set
@@ -50,6 +50,9 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	}
 	if cfg.Period <= 0 {
 		cfg.Period = 20 * time.Second
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxManifestBytes
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 10 * time.Second}
@@ -75,7 +78,7 @@ func (h *HTTP) Run(ctx context.Context, out chan<- Update) error {
 	defer tick.Stop()
 	last := "unset"
 	for {
-		pods, fingerprint, err := h.fetch(ctx)
+		pods, origins, fingerprint, err := h.fetch(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
 				h.cfg.Logger.Error(err, "fetching pod manifests", "url", h.cfg.URL)
@@ -83,7 +86,7 @@ func (h *HTTP) Run(ctx context.Context, out chan<- Update) error {
 		} else if fingerprint != last {
 			last = fingerprint
 			select {
-			case out <- Update{Op: SET, Pods: pods, Source: SourceHTTP}:
+			case out <- Update{Op: SET, Pods: pods, Source: SourceHTTP, Origins: origins}:
 			case <-ctx.Done():
 				return nil
 			}
@@ -96,10 +99,10 @@ func (h *HTTP) Run(ctx context.Context, out chan<- Update) error {
 	}
 }
 
-func (h *HTTP) fetch(ctx context.Context) ([]*v1.Pod, string, error) {
+func (h *HTTP) fetch(ctx context.Context) ([]*v1.Pod, map[types.UID]string, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.cfg.URL, nil)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	for k, vs := range h.cfg.Header {
 		for _, v := range vs {
@@ -108,33 +111,43 @@ func (h *HTTP) fetch(ctx context.Context) ([]*v1.Pod, string, error) {
 	}
 	resp, err := h.cfg.Client.Do(req)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, "", fmt.Errorf("%s: HTTP status %d", h.cfg.URL, resp.StatusCode)
+		return nil, nil, "", fmt.Errorf("%s: HTTP status %d", h.cfg.URL, resp.StatusCode)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxManifestBytes))
+	if resp.ContentLength > h.cfg.MaxBodyBytes {
+		err := fmt.Errorf("the body has %d bytes, more than the limit of %d", resp.ContentLength, h.cfg.MaxBodyBytes)
+		h.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", fmt.Sprintf("manifest %s: %v", h.cfg.URL, err))
+		return nil, nil, "", fmt.Errorf("%s: %w", h.cfg.URL, err)
+	}
+	data, err := readBounded(resp.Body, h.cfg.MaxBodyBytes)
 	if err != nil {
-		return nil, "", err
+		err = fmt.Errorf("reading the body: %w", err)
+		h.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", fmt.Sprintf("manifest %s: %v", h.cfg.URL, err))
+		return nil, nil, "", fmt.Errorf("%s: %w", h.cfg.URL, err)
 	}
 	decoded, err := decode(data, true)
 	if err != nil {
 		h.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", fmt.Sprintf("manifest %s: %v", h.cfg.URL, err))
-		return nil, "", fmt.Errorf("%s: %w", h.cfg.URL, err)
+		return nil, nil, "", fmt.Errorf("%s: %w", h.cfg.URL, err)
 	}
 	seen := h.cfg.Clock.Now()
 	var pods []*v1.Pod
+	origins := map[types.UID]string{}
 	fingerprint := ""
 	for i, pod := range decoded {
-		origin := fmt.Sprintf("%s#%d", h.cfg.URL, i)
-		if err := makeStatic(pod, SourceHTTP, origin, h.cfg.NodeName, seen); err != nil {
+		// The UID depends on the URL and the pod, not on its place in the
+		// list: reordering a list restarts nothing.
+		if err := makeStatic(pod, SourceHTTP, h.cfg.URL, h.cfg.NodeName, seen); err != nil {
 			h.cfg.Logger.Error(err, "skipping an invalid pod", "url", h.cfg.URL, "item", i)
-			h.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", fmt.Sprintf("manifest %s item %d (%s): %v", h.cfg.URL, i, pod.Name, err))
+			h.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", fmt.Sprintf("manifest %s item %d: %v", h.cfg.URL, i, err))
 			continue
 		}
 		pods = append(pods, pod)
+		origins[pod.UID] = fmt.Sprintf("%s item %d", h.cfg.URL, i)
 		fingerprint += string(pod.UID) + ","
 	}
-	return pods, fingerprint, nil
+	return pods, origins, fingerprint, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Op is the kind of a pod update.
@@ -43,9 +44,15 @@ const (
 
 // Update is a change to the pods of one source.
 type Update struct {
-	Op     Op
-	Pods   []*v1.Pod
+	Op   Op
+	Pods []*v1.Pod
+	// Source names the source. The Merger sets it to the name of the
+	// source that sent the update.
 	Source string
+	// Origins optionally tells where each pod came from (a file, a URL
+	// and item), by UID, for the messages about it. The Merger does not
+	// set it on what it sends.
+	Origins map[types.UID]string
 }
 
 // Source is anything that produces pod updates. Run sends updates to out

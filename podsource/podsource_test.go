@@ -52,12 +52,28 @@ spec:
 type events struct {
 	mu   sync.Mutex
 	list []string
+	// changed is closed and replaced at every event.
+	changed chan struct{}
 }
 
 func (e *events) record(_ *v1.Pod, _, reason, msg string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.list = append(e.list, reason+": "+msg)
+	if e.changed != nil {
+		close(e.changed)
+	}
+	e.changed = make(chan struct{})
+}
+
+// wait returns a channel closed at the next event.
+func (e *events) wait() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.changed == nil {
+		e.changed = make(chan struct{})
+	}
+	return e.changed
 }
 
 func (e *events) all() []string {
@@ -147,7 +163,7 @@ func TestFileSource(t *testing.T) {
 	got := strings.Join(ev.all(), "\n")
 	for _, want := range []string{
 		"broken.yaml: not YAML or JSON",
-		"dup.yaml: [spec.containers[1].name: Duplicate value: \"a\", spec.containers[1].volumeMounts[0].name: Not found: \"missing\"]",
+		"dup.yaml: pod default/dup-node-1: [spec.containers[1].name: Duplicate value: \"a\", spec.containers[1].volumeMounts[0].name: Not found: \"missing\"]",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("events lack %q:\n%s", want, got)
@@ -291,7 +307,7 @@ func TestHTTPSource(t *testing.T) {
 	if diff := cmp.Diff([]string{"default/a-n1"}, names(u.Pods)); diff != "" {
 		t.Errorf("pods (-want +got):\n%s", diff)
 	}
-	if got := strings.Join(ev.all(), "\n"); !strings.Contains(got, "item 1 (b-n1): spec.containers[0].image: Required value") {
+	if got := strings.Join(ev.all(), "\n"); !strings.Contains(got, "item 1: pod default/b-n1: spec.containers[0].image: Required value") {
 		t.Errorf("events %q do not name the bad item and field", got)
 	}
 	mu.Lock()
@@ -382,7 +398,7 @@ func TestValidate(t *testing.T) {
 		{"bad name", func(p *v1.Pod) { p.Name = "Bad_Name" }, "metadata.name: Invalid value"},
 		{"no containers", func(p *v1.Pod) { p.Spec.Containers = nil }, "spec.containers: Required value"},
 		{"bad port", func(p *v1.Pod) { p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 70000}} }, "spec.containers[0].ports[0].containerPort"},
-		{"duplicate across init", func(p *v1.Pod) { p.Spec.InitContainers = []v1.Container{{Name: "c", Image: "i"}} }, "spec.containers[0].name: Duplicate value"},
+		{"duplicate across init", func(p *v1.Pod) { p.Spec.InitContainers = []v1.Container{{Name: "c", Image: "i"}} }, "spec.initContainers[0].name: Duplicate value"},
 		{"restart policy", func(p *v1.Pod) { p.Spec.RestartPolicy = "Sometimes" }, "spec.restartPolicy: Unsupported value"},
 		{"two probe handlers", func(p *v1.Pod) {
 			p.Spec.Containers[0].LivenessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{}, TCPSocket: &v1.TCPSocketAction{}}}
@@ -401,5 +417,42 @@ func TestValidate(t *testing.T) {
 		case tc.want != "" && (got == nil || !strings.Contains(got.Error(), tc.want)):
 			t.Errorf("%s: %v, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// An HTTP pod's UID comes from the URL and the pod, not its place in the
+// list: reordering the list keeps every UID.
+func TestHTTPSourceUIDsIgnoreOrder(t *testing.T) {
+	items := []string{
+		`{"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"busybox:1.36"}]}}`,
+		`{"metadata":{"name":"b"},"spec":{"containers":[{"name":"c","image":"busybox:1.36"}]}}`,
+		`{"metadata":{"name":"c"},"spec":{"containers":[{"name":"c","image":"busybox:1.37"}]}}`,
+	}
+	var mu sync.Mutex
+	body := `{"kind":"PodList","apiVersion":"v1","items":[` + strings.Join(items, ",") + `]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.Write([]byte(body))
+	}))
+	defer srv.Close()
+	clk := clocktesting.NewFakeClock(time.Now())
+	src, _ := podsource.NewHTTP(podsource.HTTPConfig{URL: srv.URL, NodeName: "n", Clock: clk})
+	ch := run(t, src)
+	uids := func(u podsource.Update) map[string]ktypes.UID {
+		m := map[string]ktypes.UID{}
+		for _, p := range u.Pods {
+			m[p.Name] = p.UID
+		}
+		return m
+	}
+	before := uids(next(t, ch))
+	mu.Lock()
+	body = `{"kind":"PodList","apiVersion":"v1","items":[` + items[2] + "," + items[0] + "," + items[1] + `]}`
+	mu.Unlock()
+	clk.Step(20 * time.Second)
+	after := uids(next(t, ch))
+	if len(before) != 3 || !cmp.Equal(before, after) {
+		t.Errorf("UIDs before %v and after reordering %v, want the same three", before, after)
 	}
 }
