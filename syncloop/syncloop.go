@@ -14,6 +14,8 @@
 //   - every SyncPeriod (1 s) the pods whose resync is due → HandlePodSyncs;
 //   - every HousekeepingPeriod (2 s) → HandlePodCleanups.
 //
+// A closed Updates stream ends Run with an error; a closed Events or
+// ProbeUpdates channel is dropped and the loop goes on with the rest.
 // Handlers must not block for long: the pod workers do the real work.
 package syncloop
 
@@ -91,18 +93,28 @@ func New(cfg Config) (*Loop, error) {
 	return &Loop{cfg: cfg}, nil
 }
 
-// Run dispatches until ctx ends.
+// Run dispatches until ctx ends. It returns nil when ctx ends, and an
+// error when the Updates stream is closed (no source can reach the pods
+// any more, as the kubelet's loop ends then). A closed Events or
+// ProbeUpdates channel is only dropped from the loop.
 func (l *Loop) Run(ctx context.Context) error {
 	syncTick := l.cfg.Clock.NewTicker(l.cfg.SyncPeriod)
 	defer syncTick.Stop()
 	house := l.cfg.Clock.NewTicker(l.cfg.HousekeepingPeriod)
 	defer house.Stop()
 	h := l.cfg.Handler
+	events, probeUpdates := l.cfg.Events, l.cfg.ProbeUpdates
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case u := <-l.cfg.Updates:
+		case u, ok := <-l.cfg.Updates:
+			if !ok {
+				if ctx.Err() != nil {
+					return nil // the sources stopped with the agent
+				}
+				return errors.New("syncloop: the pod update stream was closed")
+			}
 			switch u.Op {
 			case podsource.ADD:
 				h.HandlePodAdditions(ctx, u.Pods)
@@ -113,14 +125,24 @@ func (l *Loop) Run(ctx context.Context) error {
 			case podsource.RECONCILE:
 				h.HandlePodReconcile(ctx, u.Pods)
 			}
-		case e := <-l.cfg.Events:
+		case e, ok := <-events:
+			if !ok {
+				l.cfg.Logger.Info("the lifecycle event stream was closed")
+				events = nil // a nil channel is never selected
+				continue
+			}
 			if e.Type == pleg.ContainerRemoved {
 				continue
 			}
 			if pod, ok := l.cfg.Lookup(e.ID); ok {
 				h.HandlePodSyncs(ctx, []*v1.Pod{pod})
 			}
-		case u := <-l.cfg.ProbeUpdates:
+		case u, ok := <-probeUpdates:
+			if !ok {
+				l.cfg.Logger.Info("the probe result stream was closed")
+				probeUpdates = nil
+				continue
+			}
 			h.HandleProbeUpdate(ctx, u)
 			// A liveness or startup failure means a restart: sync now.
 			if (u.Type == probes.Liveness || u.Type == probes.Startup) && u.Result == probes.Failure {
