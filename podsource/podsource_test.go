@@ -175,11 +175,14 @@ func TestFileSource(t *testing.T) {
 	write(t, dir, "web.yaml", strings.Replace(webYAML, "8080", "9090", 1))
 	os.Remove(filepath.Join(dir, "job.json"))
 	var u2 podsource.Update
-	for {
+	for i := 0; ; i++ {
 		clk.Step(20 * time.Second)
 		u2 = next(t, ch)
 		if len(u2.Pods) == 1 && u2.Pods[0].Name == "web-node-1" && u2.Pods[0].UID != uid {
 			break // intermediate snapshots (a file half written) may come first
+		}
+		if i == 10 {
+			t.Fatalf("after 10 snapshots, still not the edited pod alone: %v", names(u2.Pods))
 		}
 	}
 	if u2.Pods[0].Name != "web-node-1" {
