@@ -16,7 +16,13 @@
 //     run or containers wait; Running while a container runs or restarts;
 //     Succeeded or Failed when all have stopped under OnFailure or Never
 //     (a failed init container under Never fails the pod); a terminal
-//     phase never changes;
+//     phase never changes. Sidecars (init containers with restartPolicy
+//     Always) count with the regular containers: a running sidecar keeps
+//     the pod Running, so a Never pod whose regular containers finished
+//     turns Succeeded or Failed only once its sidecars have stopped; a
+//     stopped or crash-looping sidecar counts for nothing; a sidecar that
+//     runs but has not passed its startup probe keeps the pod Pending
+//     only until a regular container exists in the current sandbox;
 //   - the conditions PodReadyToStartContainers, Initialized,
 //     ContainersReady, Ready (with readiness gates) and PodScheduled, with
 //     transition times kept while the status does not change;

@@ -68,7 +68,7 @@ func Generate(in Input) v1.PodStatus {
 	}
 	s.EphemeralContainerStatuses = containerStatuses(in, eph, rs, false, prev.EphemeralContainerStatuses)
 
-	s.Phase = phase(pod, s.InitContainerStatuses, s.ContainerStatuses)
+	s.Phase = phase(pod, s.InitContainerStatuses, s.ContainerStatuses, activeRegularStarted(pod, rs))
 	if prev.Phase == v1.PodSucceeded || prev.Phase == v1.PodFailed {
 		s.Phase = prev.Phase
 	}
@@ -222,15 +222,38 @@ func findStatus(list []v1.ContainerStatus, name string) *v1.ContainerStatus {
 	return nil
 }
 
-// phase is the kubelet's getPhase.
-func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus) v1.PodPhase {
-	pendingInit, failedInit := 0, 0
+// phase is the kubelet's getPhase. Sidecars count with the regular
+// containers: a running one is running (so a pod whose regular containers
+// finished stays Running until its sidecars stop), a stopped or
+// crash-looping one counts for nothing, and one that runs but has not
+// passed its startup probe keeps the pod Pending only until the pod has
+// initialized (initialized: a regular container exists in the current
+// sandbox).
+func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus, initialized bool) v1.PodPhase {
+	var pendingInit, pendingSidecars, failedInit int
+	var unknown, running, waiting, stopped, succeeded int
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		st := findStatus(inits, c.Name)
 		if isSidecar(c) {
-			if st == nil || st.Started == nil || !*st.Started {
-				pendingInit++
+			switch {
+			case st == nil:
+				unknown++
+			case st.State.Running != nil:
+				running++
+				if st.Started == nil || !*st.Started {
+					pendingSidecars++
+				}
+			case st.State.Terminated != nil:
+				// A stopped sidecar does not count.
+			case st.State.Waiting != nil:
+				if st.LastTerminationState.Terminated == nil {
+					pendingSidecars++
+					waiting++
+				}
+			default:
+				pendingSidecars++
+				unknown++
 			}
 			continue
 		}
@@ -244,16 +267,15 @@ func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus) v1.PodPhase {
 				failedInit++
 			}
 		case st.State.Waiting != nil:
-			if t := st.LastTerminationState.Terminated; t != nil && t.ExitCode != 0 {
-				failedInit++
-			} else {
+			if t := st.LastTerminationState.Terminated; t == nil {
 				pendingInit++
+			} else if t.ExitCode != 0 {
+				failedInit++
 			}
 		default:
 			pendingInit++
 		}
 	}
-	var unknown, running, waiting, stopped, succeeded int
 	for i := range pod.Spec.Containers {
 		st := findStatus(containers, pod.Spec.Containers[i].Name)
 		switch {
@@ -280,9 +302,7 @@ func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus) v1.PodPhase {
 		return v1.PodFailed
 	}
 	switch {
-	case pendingInit > 0, failedInit > 0:
-		return v1.PodPending
-	case waiting > 0:
+	case pendingInit > 0, pendingSidecars > 0 && !initialized, waiting > 0:
 		return v1.PodPending
 	case running > 0 && unknown == 0:
 		return v1.PodRunning
@@ -302,4 +322,25 @@ func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus) v1.PodPhase {
 		return v1.PodFailed
 	}
 	return v1.PodPending
+}
+
+// activeRegularStarted is the kubelet's sign that a pod has initialized:
+// a regular container exists in the pod's current, ready sandbox. A
+// container whose sandbox the runtime did not name counts as in it.
+func activeRegularStarted(pod *v1.Pod, rs *runtime.PodStatus) bool {
+	sb := rs.ReadySandbox()
+	if sb == nil {
+		return false
+	}
+	for _, cs := range rs.ContainerStatuses {
+		if cs.SandboxID != "" && cs.SandboxID != sb.ID {
+			continue
+		}
+		for i := range pod.Spec.Containers {
+			if pod.Spec.Containers[i].Name == cs.Name {
+				return true
+			}
+		}
+	}
+	return false
 }
