@@ -11,7 +11,14 @@
 //     started, and ready by its readiness probe if it has one); started
 //     (running, and past its startup probe if it has one); waiting reasons
 //     ContainerCreating, PodInitializing, or the sync's (ErrImagePull,
-//     CrashLoopBackOff, CreateContainerConfigError...);
+//     CrashLoopBackOff, CreateContainerConfigError...) on a container the
+//     next sync starts (again). A container the runtime no longer has
+//     keeps its terminated state; one that ran and vanished shows a last
+//     state terminated with ContainerStatusUnknown and exit code 137 (and
+//     one more restart unless the pod is being deleted); one in the
+//     runtime's unknown state that was running is terminated with
+//     ContainerStatusUnknown; an init container gone from a pod whose
+//     regular containers exist is taken as completed;
 //   - the phase with the kubelet's rules: Pending while init containers
 //     run or containers wait; Running while a container runs or restarts;
 //     Succeeded or Failed when all have stopped under OnFailure or Never
@@ -22,7 +29,20 @@
 //     turns Succeeded or Failed only once its sidecars have stopped; a
 //     stopped or crash-looping sidecar counts for nothing; a sidecar that
 //     runs but has not passed its startup probe keeps the pod Pending
-//     only until a regular container exists in the current sandbox;
+//     only until a regular container exists in the current sandbox.
+//     When no previous status is given, the pod's own status (as the API
+//     server has it) is the previous one, and a terminal phase there is
+//     kept too;
+//   - the termination, from Input.Stage: once the pod's containers were
+//     stopped for good (Stopped, the kubelet's podIsTerminal) the phase
+//     is Succeeded or Failed by the containers' exits whatever the
+//     restart policy; the final status (Terminated, the kubelet's
+//     TerminatePod) reports every container that has not terminated as
+//     terminated with ContainerStatusUnknown and exit code 137, and a pod
+//     still Pending or Running as Failed. Static pods (a
+//     kubernetes.io/config.source other than "api") are the kubelet's
+//     exception: their phase keeps following the restart policy, so a
+//     static pod with restartPolicy Always ends Running;
 //   - the conditions PodReadyToStartContainers, Initialized,
 //     ContainersReady, Ready (with readiness gates) and PodScheduled, with
 //     transition times kept while the status does not change;

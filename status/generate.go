@@ -38,7 +38,34 @@ type Input struct {
 	NodeIPs []string
 	// Now stamps new transitions.
 	Now time.Time
+	// Stage is where the pod is in its termination; the zero value,
+	// Syncing, is a pod that runs.
+	Stage Stage
 }
+
+// Stage is where a pod is in its termination, as its pod worker sees it.
+type Stage int
+
+// The stages, in order.
+const (
+	// Syncing: the pod runs, or is being terminated but its containers
+	// have not been stopped yet; containers may still restart.
+	Syncing Stage = iota
+	// Stopped: the pod is being terminated (deleted, its source removed
+	// it, evicted, or finished) and its containers have been stopped for
+	// good, the kubelet's podIsTerminal. Once nothing runs the phase is
+	// Succeeded when every regular container exited 0 and Failed
+	// otherwise, whatever the restart policy; except for a static pod,
+	// whose phase still follows its restart policy, as with the kubelet.
+	Stopped
+	// Terminated: the pod's final status, the kubelet's TerminatePod on
+	// top of Stopped. Every container that has not terminated is
+	// reported terminated with ContainerStatusUnknown and exit code 137
+	// (regular containers only once the pod has initialized; init
+	// containers up to the last that tried to start), and a pod other
+	// than a static one that is still Pending or Running is Failed.
+	Terminated
+)
 
 // Generate computes a pod's API status from its spec and what the
 // runtime observed, with the kubelet's rules (pkg/kubelet/kubelet_pods.go
@@ -55,21 +82,28 @@ func Generate(in Input) v1.PodStatus {
 	}
 	prev := in.Previous
 	if prev == nil {
-		prev = &v1.PodStatus{}
+		// As the kubelet does: without a status of its own, the one the
+		// pod came with is the previous one.
+		prev = &pod.Status
 	}
 	s := v1.PodStatus{QOSClass: podutil.QOSClass(pod)}
 
-	initialized := containersStarted(pod, rs)
-	s.InitContainerStatuses = containerStatuses(in, pod.Spec.InitContainers, rs, false, prev.InitContainerStatuses)
-	s.ContainerStatuses = containerStatuses(in, pod.Spec.Containers, rs, !initialized, prev.ContainerStatuses)
+	hasInits := len(pod.Spec.InitContainers) > 0
+	s.InitContainerStatuses = containerStatuses(in, pod.Spec.InitContainers, rs, hasInits, true, prev.InitContainerStatuses)
+	s.ContainerStatuses = containerStatuses(in, pod.Spec.Containers, rs, hasInits, false, prev.ContainerStatuses)
 	var eph []v1.Container
 	for i := range pod.Spec.EphemeralContainers {
 		eph = append(eph, v1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon))
 	}
-	s.EphemeralContainerStatuses = containerStatuses(in, eph, rs, false, prev.EphemeralContainerStatuses)
+	s.EphemeralContainerStatuses = containerStatuses(in, eph, rs, hasInits, false, prev.EphemeralContainerStatuses)
 
-	s.Phase = phase(pod, s.InitContainerStatuses, s.ContainerStatuses, activeRegularStarted(pod, rs))
-	if prev.Phase == v1.PodSucceeded || prev.Phase == v1.PodFailed {
+	podIsTerminal := in.Stage >= Stopped && !podutil.IsStatic(pod)
+	s.Phase = phase(pod, s.InitContainerStatuses, s.ContainerStatuses, activeRegularStarted(pod, rs), podIsTerminal)
+	// A terminal phase, the API's or this agent's, never changes.
+	switch {
+	case terminalPhase(pod.Status.Phase):
+		s.Phase = pod.Status.Phase
+	case terminalPhase(prev.Phase):
 		s.Phase = prev.Phase
 	}
 
@@ -132,7 +166,75 @@ func Generate(in Input) v1.PodStatus {
 		}
 	}
 	s.Conditions = conds
+	if in.Stage == Terminated {
+		finish(pod, &s, prev)
+	}
 	return s
+}
+
+func terminalPhase(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
+
+// finish turns a pod's status into its final one, as the kubelet's
+// TerminatePod does: what has not terminated is reported terminated
+// with an unknown end, and a pod other than a static one ends Failed
+// unless it already ended.
+func finish(pod *v1.Pod, s *v1.PodStatus, prev *v1.PodStatus) {
+	unknown := func() v1.ContainerState {
+		return v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: reasonStatusUnknown, Message: msgNotLocated, ExitCode: exitUnknown}}
+	}
+	if everInitialized(pod, prev) {
+		for i := range s.ContainerStatuses {
+			if s.ContainerStatuses[i].State.Terminated == nil {
+				s.ContainerStatuses[i].State = unknown()
+			}
+		}
+	}
+	// Init containers up to the last one that tried to start; when none
+	// did, the first.
+	last := 0
+	for i := len(s.InitContainerStatuses) - 1; i >= 0; i-- {
+		st := &s.InitContainerStatuses[i]
+		if st.State.Waiting == nil || st.LastTerminationState.Terminated != nil {
+			last = i
+			break
+		}
+	}
+	for i := 0; i < len(s.InitContainerStatuses) && i <= last; i++ {
+		if s.InitContainerStatuses[i].State.Terminated == nil {
+			s.InitContainerStatuses[i].State = unknown()
+		}
+	}
+	if !podutil.IsStatic(pod) && !terminalPhase(s.Phase) {
+		s.Phase = v1.PodFailed
+	}
+}
+
+// everInitialized is the kubelet's hasPodInitialized, read from the
+// previous status: the pod has no init containers, a regular container
+// has left the waiting state once, or the last init container completed
+// (a sidecar: runs and has started).
+func everInitialized(pod *v1.Pod, prev *v1.PodStatus) bool {
+	if len(pod.Spec.InitContainers) == 0 {
+		return true
+	}
+	for _, st := range prev.ContainerStatuses {
+		if st.LastTerminationState.Terminated != nil || st.State.Waiting == nil {
+			return true
+		}
+	}
+	n := len(prev.InitContainerStatuses)
+	if n == 0 || n > len(pod.Spec.InitContainers) {
+		return false
+	}
+	c, st := &pod.Spec.InitContainers[n-1], prev.InitContainerStatuses[n-1]
+	if c.Name != st.Name {
+		return false
+	}
+	if isSidecar(c) {
+		return st.State.Running != nil && st.Started != nil && *st.Started
+	}
+	done := func(t *v1.ContainerStateTerminated) bool { return t != nil && t.ExitCode == 0 }
+	return done(st.LastTerminationState.Terminated) || done(st.State.Terminated)
 }
 
 func reasonIf(b bool, r string) string {
@@ -180,20 +282,6 @@ func gatesPass(pod *v1.Pod) bool {
 
 func isSidecar(c *v1.Container) bool { return podutil.IsRestartableInit(c) }
 
-// containersStarted reports whether a regular container has been
-// created, the sign that initialization is over.
-func containersStarted(pod *v1.Pod, rs *runtime.PodStatus) bool {
-	if len(pod.Spec.InitContainers) == 0 {
-		return true
-	}
-	for i := range pod.Spec.Containers {
-		if rs.FindContainerStatus(pod.Spec.Containers[i].Name) != nil {
-			return true
-		}
-	}
-	return false
-}
-
 // initContainersDone: every regular init container exited 0 and every
 // sidecar has started.
 func initContainersDone(pod *v1.Pod, statuses []v1.ContainerStatus) bool {
@@ -229,7 +317,11 @@ func findStatus(list []v1.ContainerStatus, name string) *v1.ContainerStatus {
 // passed its startup probe keeps the pod Pending only until the pod has
 // initialized (initialized: a regular container exists in the current
 // sandbox).
-func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus, initialized bool) v1.PodPhase {
+//
+// terminal is the kubelet's podIsTerminal (never set for static pods):
+// the containers will not run again, so once nothing runs the pod has
+// Succeeded or Failed whatever its restart policy.
+func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus, initialized, terminal bool) v1.PodPhase {
 	var pendingInit, pendingSidecars, failedInit int
 	var unknown, running, waiting, stopped, succeeded int
 	for i := range pod.Spec.InitContainers {
@@ -307,6 +399,12 @@ func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus, initialized bool
 	case running > 0 && unknown == 0:
 		return v1.PodRunning
 	case running == 0 && stopped > 0 && unknown == 0:
+		if terminal {
+			if stopped == succeeded {
+				return v1.PodSucceeded
+			}
+			return v1.PodFailed
+		}
 		switch pod.Spec.RestartPolicy {
 		case v1.RestartPolicyAlways:
 			return v1.PodRunning

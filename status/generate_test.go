@@ -1,9 +1,11 @@
 package status_test
 
 import (
+	"fmt"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/status"
@@ -57,5 +59,167 @@ func TestPhaseWithSidecars(t *testing.T) {
 				t.Errorf("phase %s, want %s", s.Phase, tc.want)
 			}
 		})
+	}
+}
+
+func static(p *v1.Pod) *v1.Pod {
+	p.Annotations = map[string]string{"kubernetes.io/config.source": "file"}
+	return p
+}
+
+// gone is a runtime observation of a pod whose sandbox was removed.
+func gone(containers ...*runtime.ContainerStatus) *runtime.PodStatus {
+	return &runtime.PodStatus{ContainerStatuses: containers}
+}
+
+func TestPhaseOfATerminatedPod(t *testing.T) {
+	always, onFailure, never := v1.RestartPolicyAlways, v1.RestartPolicyOnFailure, v1.RestartPolicyNever
+	for _, tc := range []struct {
+		name  string
+		pod   *v1.Pod
+		obs   *runtime.PodStatus
+		stage status.Stage
+		want  v1.PodPhase
+	}{
+		{"syncing, Always, killed", pod(always, nil, "a"), gone(c("a", exited, 137, 0)), status.Syncing, v1.PodRunning},
+		{"stopped, Always, killed", pod(always, nil, "a"), gone(c("a", exited, 137, 0)), status.Stopped, v1.PodFailed},
+		{"stopped, Always, exited 0 on SIGTERM", pod(always, nil, "a", "b"), gone(c("a", exited, 0, 0), c("b", exited, 0, 0)), status.Stopped, v1.PodSucceeded},
+		{"stopped, OnFailure, one failed", pod(onFailure, nil, "a", "b"), gone(c("a", exited, 0, 0), c("b", exited, 1, 0)), status.Stopped, v1.PodFailed},
+		{"stopped, Never, succeeded", pod(never, nil, "a"), gone(c("a", exited, 0, 0)), status.Stopped, v1.PodSucceeded},
+		{"stopped, static, Always, killed", static(pod(always, nil, "a")), gone(c("a", exited, 137, 0)), status.Stopped, v1.PodRunning},
+		{"stopped, static, Never, killed", static(pod(never, nil, "a")), gone(c("a", exited, 137, 0)), status.Stopped, v1.PodFailed},
+		{"stopped, never created", pod(always, nil, "a"), gone(), status.Stopped, v1.PodPending},
+		{"terminated, never created", pod(always, nil, "a"), gone(), status.Terminated, v1.PodFailed},
+		{"terminated, static, never created", static(pod(always, nil, "a")), gone(), status.Terminated, v1.PodPending},
+		{"terminated, static, Always, killed", static(pod(always, nil, "a")), gone(c("a", exited, 137, 0)), status.Terminated, v1.PodRunning},
+		{"terminated, Always, exited 0", pod(always, nil, "a"), gone(c("a", exited, 0, 0)), status.Terminated, v1.PodSucceeded},
+		{"terminated, init container killed", pod(always, []string{"i"}, "a"), gone(c("i", exited, 137, 0)), status.Terminated, v1.PodFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := status.Generate(status.Input{Pod: tc.pod, Runtime: tc.obs, Stage: tc.stage, Now: now})
+			if s.Phase != tc.want {
+				t.Errorf("phase %s, want %s", s.Phase, tc.want)
+			}
+		})
+	}
+}
+
+func TestTerminalPhaseFromTheAPIIsKept(t *testing.T) {
+	p := pod(v1.RestartPolicyAlways, nil, "a")
+	p.Status.Phase = v1.PodFailed
+	s := status.Generate(status.Input{Pod: p, Runtime: observed(c("a", running, 0, 0)), Now: now})
+	if s.Phase != v1.PodFailed {
+		t.Errorf("phase %s with Failed in the API, want Failed", s.Phase)
+	}
+}
+
+func terminated(st v1.ContainerState) string {
+	if t := st.Terminated; t != nil {
+		return fmt.Sprintf("terminated %d %s %q", t.ExitCode, t.Reason, t.Message)
+	}
+	if w := st.Waiting; w != nil {
+		return fmt.Sprintf("waiting %s", w.Reason)
+	}
+	if st.Running != nil {
+		return "running"
+	}
+	return "none"
+}
+
+func TestContainersLostByTheRuntime(t *testing.T) {
+	const (
+		vanished    = `terminated 137 ContainerStatusUnknown "The container could not be located when the pod was deleted.  The container used to be Running"`
+		notLocated  = `terminated 137 ContainerStatusUnknown "The container could not be located when the pod was terminated"`
+		waitingNone = "waiting "
+	)
+	always := v1.RestartPolicyAlways
+	deleted := pod(always, nil, "a")
+	deleted.DeletionTimestamp = &metav1.Time{Time: now}
+	unknown := c("a", runtime.ContainerStateUnknown, 0, 2)
+	for _, tc := range []struct {
+		name          string
+		pod           *v1.Pod
+		prev          *runtime.PodStatus // what the previous status was made from
+		obs           *runtime.PodStatus
+		stage         status.Stage
+		state, last   string
+		restarts      int32
+		phase         v1.PodPhase
+		prevIsMissing bool
+	}{
+		{"vanished after running", pod(always, nil, "a"), observed(c("a", running, 0, 2)), gone(), status.Syncing,
+			"waiting ContainerCreating", vanished, 3, v1.PodRunning, false},
+		{"vanished after running, pod deleted", deleted, observed(c("a", running, 0, 2)), gone(), status.Syncing,
+			"waiting ContainerCreating", vanished, 2, v1.PodRunning, false},
+		{"vanished after running, stopped", deleted, observed(c("a", running, 0, 2)), gone(), status.Stopped,
+			"waiting ContainerCreating", vanished, 2, v1.PodFailed, false},
+		{"vanished after running, final status", deleted, observed(c("a", running, 0, 2)), gone(), status.Terminated,
+			notLocated, vanished, 2, v1.PodFailed, false},
+		{"unknown state after running", pod(always, nil, "a"), observed(c("a", running, 0, 2)), observed(unknown), status.Syncing,
+			notLocated, "none", 3, v1.PodRunning, false},
+		{"unknown state without a record", pod(always, nil, "a"), nil, observed(unknown), status.Syncing,
+			waitingNone, "none", 2, v1.PodPending, true},
+		{"finished and removed, Never", pod(v1.RestartPolicyNever, nil, "a"), observed(c("a", exited, 0, 0)), gone(), status.Syncing,
+			`terminated 0  ""`, "none", 0, v1.PodSucceeded, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := status.Input{Pod: tc.pod, Runtime: tc.obs, Stage: tc.stage, Now: now}
+			if !tc.prevIsMissing {
+				prev := status.Generate(status.Input{Pod: tc.pod, Runtime: tc.prev, Now: now})
+				in.Previous = &prev
+			}
+			s := status.Generate(in)
+			cs := s.ContainerStatuses[0]
+			if got := terminated(cs.State); got != tc.state {
+				t.Errorf("state %s, want %s", got, tc.state)
+			}
+			if got := terminated(cs.LastTerminationState); got != tc.last {
+				t.Errorf("last state %s, want %s", got, tc.last)
+			}
+			if cs.RestartCount != tc.restarts {
+				t.Errorf("restart count %d, want %d", cs.RestartCount, tc.restarts)
+			}
+			if s.Phase != tc.phase {
+				t.Errorf("phase %s, want %s", s.Phase, tc.phase)
+			}
+		})
+	}
+}
+
+func TestFinalStatusOfInitContainers(t *testing.T) {
+	p := pod(v1.RestartPolicyAlways, []string{"a", "b", "c"})
+	p.Spec.Containers = []v1.Container{{Name: "app", Image: "img"}}
+	for _, tc := range []struct {
+		name string
+		obs  *runtime.PodStatus
+		want []string
+	}{
+		{"second running", gone(c("b", running, 0, 0), c("a", exited, 0, 0)),
+			[]string{`terminated 0  ""`, `terminated 137 ContainerStatusUnknown "The container could not be located when the pod was terminated"`, "waiting PodInitializing"}},
+		{"none started", gone(), []string{`terminated 137 ContainerStatusUnknown "The container could not be located when the pod was terminated"`, "waiting PodInitializing", "waiting PodInitializing"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := status.Generate(status.Input{Pod: p, Runtime: tc.obs, Stage: status.Terminated, Now: now})
+			for i, want := range tc.want {
+				if got := terminated(s.InitContainerStatuses[i].State); got != want {
+					t.Errorf("%s: %s, want %s", s.InitContainerStatuses[i].Name, got, want)
+				}
+			}
+			if got := terminated(s.ContainerStatuses[0].State); got != "waiting PodInitializing" {
+				t.Errorf("app before initialization: %s, want still waiting", got)
+			}
+		})
+	}
+}
+
+func TestInitContainerRemovedFromAnInitializedPod(t *testing.T) {
+	p := pod(v1.RestartPolicyAlways, []string{"i"}, "app")
+	s := status.Generate(status.Input{Pod: p, Runtime: observed(c("app", running, 0, 0)), Now: now})
+	want := `terminated 0 Completed "Unable to get init container status from container runtime and pod has been initialized, treat it as exited normally"`
+	if got := terminated(s.InitContainerStatuses[0].State); got != want {
+		t.Errorf("init container: %s, want %s", got, want)
+	}
+	if s.Phase != v1.PodRunning {
+		t.Errorf("phase %s, want Running", s.Phase)
 	}
 }
