@@ -43,6 +43,9 @@
 //     kubernetes.io/config.source other than "api") are the kubelet's
 //     exception: their phase keeps following the restart policy, so a
 //     static pod with restartPolicy Always ends Running;
+//   - the pod's reason and message, kept from the previous status (or,
+//     when it has none, from the API's) while the phase stays the same,
+//     and dropped when the phase changes;
 //   - the conditions PodReadyToStartContainers, Initialized,
 //     ContainersReady, Ready (with readiness gates) and PodScheduled, with
 //     transition times kept while the status does not change;

@@ -106,6 +106,18 @@ func Generate(in Input) v1.PodStatus {
 	case terminalPhase(prev.Phase):
 		s.Phase = prev.Phase
 	}
+	// The pod's reason and message belong to its phase: kept while it
+	// lasts (from the API's status when the previous one has none),
+	// dropped when it changes.
+	if s.Phase == prev.Phase {
+		s.Reason, s.Message = prev.Reason, prev.Message
+		if s.Reason == "" {
+			s.Reason = pod.Status.Reason
+		}
+		if s.Message == "" {
+			s.Message = pod.Status.Message
+		}
+	}
 
 	if len(in.NodeIPs) > 0 {
 		s.HostIP = in.NodeIPs[0]

@@ -223,3 +223,31 @@ func TestInitContainerRemovedFromAnInitializedPod(t *testing.T) {
 		t.Errorf("phase %s, want Running", s.Phase)
 	}
 }
+
+func TestReasonAndMessageFollowThePhase(t *testing.T) {
+	p := pod(v1.RestartPolicyNever, nil, "a")
+	runningObs := observed(c("a", running, 0, 0))
+	for _, tc := range []struct {
+		name            string
+		api, prev       v1.PodStatus
+		obs             *runtime.PodStatus
+		reason, message string
+	}{
+		{"same phase: kept", v1.PodStatus{}, v1.PodStatus{Phase: v1.PodRunning, Reason: "Shutdown", Message: "node is shutting down"}, runningObs,
+			"Shutdown", "node is shutting down"},
+		{"same phase, none kept: the API's", v1.PodStatus{Phase: v1.PodRunning, Reason: "Preempting", Message: "by the API"}, v1.PodStatus{Phase: v1.PodRunning}, runningObs,
+			"Preempting", "by the API"},
+		{"phase changed: dropped", v1.PodStatus{Reason: "Preempting"}, v1.PodStatus{Phase: v1.PodRunning, Reason: "Shutdown", Message: "node is shutting down"},
+			observed(c("a", exited, 0, 0)), "", ""},
+		{"Pending to Running: dropped", v1.PodStatus{}, v1.PodStatus{Phase: v1.PodPending, Reason: "Waiting", Message: "for the sandbox"}, runningObs, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := p.DeepCopy()
+			p.Status = tc.api
+			s := status.Generate(status.Input{Pod: p, Runtime: tc.obs, Previous: &tc.prev, Now: now})
+			if s.Reason != tc.reason || s.Message != tc.message {
+				t.Errorf("reason %q message %q, want %q %q", s.Reason, s.Message, tc.reason, tc.message)
+			}
+		})
+	}
+}
