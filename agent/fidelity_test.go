@@ -298,3 +298,66 @@ func TestPodDeletedWhileItsImageFailsEndsFailed(t *testing.T) {
 		t.Errorf("%s with %s, want Failed with %s\n%s", s.Phase, describeState(s.ContainerStatuses[0]), want, f.history.describe(p.Name))
 	}
 }
+
+// Every condition carries the kubelet's reason and message: a pod whose
+// readiness probe fails, one that succeeded and one that failed.
+func TestConditionsCarryTheKubeletsReasons(t *testing.T) {
+	f := startFidelity(t, false)
+	unready := apiPod("unready", v1.RestartPolicyAlways, []string{"main", "side"}, fakecri.EnvExecExitCode, "1")
+	for i := range unready.Spec.Containers {
+		unready.Spec.Containers[i].ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"check"}}},
+			PeriodSeconds: 1, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1}
+	}
+	done := apiPod("done", v1.RestartPolicyNever, []string{"main"}, fakecri.EnvExitCode, "0")
+	failed := apiPod("failed", v1.RestartPolicyNever, []string{"main"}, fakecri.EnvExitCode, "3")
+	f.send(podsource.ADD, unready, done, failed)
+
+	type want struct {
+		status          v1.ConditionStatus
+		reason, message string
+	}
+	check := func(name string, s v1.PodStatus, wants map[v1.PodConditionType]want) {
+		t.Helper()
+		for typ, w := range wants {
+			got := condOf(s, typ)
+			if got.Status != w.status || got.Reason != w.reason || got.Message != w.message {
+				t.Errorf("%s: %s = %s %q %q, want %s %q %q\n%s", name, typ, got.Status, got.Reason, got.Message, w.status, w.reason, w.message, f.history.describe(name))
+			}
+		}
+	}
+	T, F := v1.ConditionTrue, v1.ConditionFalse
+	s := f.waitFor("unready", "runs", func(s v1.PodStatus) bool {
+		return s.Phase == v1.PodRunning && len(s.ContainerStatuses) == 2 && s.ContainerStatuses[0].State.Running != nil && s.ContainerStatuses[1].State.Running != nil
+	})
+	check("unready", s, map[v1.PodConditionType]want{
+		v1.PodReadyToStartContainers: {T, "", ""},
+		v1.PodInitialized:            {T, "", ""},
+		v1.ContainersReady:           {F, "ContainersNotReady", "containers with unready status: [main side]"},
+		v1.PodReady:                  {F, "ContainersNotReady", "containers with unready status: [main side]"},
+		v1.PodScheduled:              {T, "", ""},
+	})
+	for _, tc := range []struct {
+		name, reason string
+		phase        v1.PodPhase
+		initialized  want
+	}{
+		{"done", "PodCompleted", v1.PodSucceeded, want{T, "PodCompleted", ""}},
+		{"failed", "PodFailed", v1.PodFailed, want{T, "", ""}},
+	} {
+		s := f.waitFor(tc.name, "ends and its sandbox is stopped", func(s v1.PodStatus) bool {
+			return terminalPhase(s) && condOf(s, v1.PodReadyToStartContainers).Status == v1.ConditionFalse
+		})
+		if s.Phase != tc.phase {
+			t.Errorf("%s ended %s, want %s", tc.name, s.Phase, tc.phase)
+		}
+		sandbox := condOf(s, v1.PodReadyToStartContainers)
+		if sandbox.Reason != "PodSandboxNotReady" || (sandbox.Message != "pod sandbox is not ready" && sandbox.Message != "no pod sandbox exists") {
+			t.Errorf("%s: PodReadyToStartContainers %s %q %q, want PodSandboxNotReady", tc.name, sandbox.Status, sandbox.Reason, sandbox.Message)
+		}
+		check(tc.name, s, map[v1.PodConditionType]want{
+			v1.PodInitialized:  tc.initialized,
+			v1.ContainersReady: {F, tc.reason, ""},
+			v1.PodReady:        {F, tc.reason, ""},
+		})
+	}
+}

@@ -46,9 +46,18 @@
 //   - the pod's reason and message, kept from the previous status (or,
 //     when it has none, from the API's) while the phase stays the same,
 //     and dropped when the phase changes;
-//   - the conditions PodReadyToStartContainers, Initialized,
-//     ContainersReady, Ready (with readiness gates) and PodScheduled, with
-//     transition times kept while the status does not change;
+//   - the conditions PodReadyToStartContainers, Initialized, Ready,
+//     ContainersReady and PodScheduled, in the kubelet's order, with its
+//     reasons and messages, and transition times kept while the status
+//     does not change: ContainersNotReady "containers with unready
+//     status: [a b]" (and "containers with unknown status: [...]");
+//     ContainersNotInitialized "containers with incomplete status:
+//     [...]"; ReadinessGatesNotReady naming each gate that is missing or
+//     not True; PodCompleted on Initialized, ContainersReady and Ready
+//     once the pod has Succeeded, PodFailed on ContainersReady and Ready
+//     once it has Failed; PodSandboxNotReady on PodReadyToStartContainers
+//     with the kubelet's message ("no pod sandbox exists", "pod sandbox
+//     is not ready"...);
 //   - pod and host IPs, start time and QoS class.
 //
 // Manager keeps the latest status of each pod with a version, merges the

@@ -1,6 +1,8 @@
 package status
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -145,39 +147,7 @@ func Generate(in Input) v1.PodStatus {
 		s.StartTime = &t
 	}
 
-	sandboxReady := rs.ReadySandbox() != nil && (pod.Spec.HostNetwork || len(rs.IPs) > 0)
-	initDone := initContainersDone(pod, s.InitContainerStatuses)
-	containersReady := len(s.ContainerStatuses) > 0
-	for _, c := range s.ContainerStatuses {
-		containersReady = containersReady && c.Ready
-	}
-	terminal := s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed
-	ready := containersReady && !terminal && gatesPass(pod)
-	conds := []v1.PodCondition{
-		cond(v1.PodReadyToStartContainers, sandboxReady && !terminal, ""),
-		cond(v1.PodInitialized, initDone, reasonIf(!initDone, "ContainersNotInitialized")),
-		cond(v1.ContainersReady, containersReady && !terminal, reasonIf(!containersReady, "ContainersNotReady")),
-		cond(v1.PodReady, ready, reasonIf(!ready, readyReason(containersReady, terminal))),
-		cond(v1.PodScheduled, true, ""),
-	}
-	if terminal && prev.Phase != s.Phase {
-		// A pod that just finished: Initialized stays as it was.
-		conds[1] = cond(v1.PodInitialized, true, "")
-		for _, c := range prev.Conditions {
-			if c.Type == v1.PodInitialized {
-				conds[1].Status = c.Status
-			}
-		}
-	}
-	for i := range conds {
-		conds[i].LastTransitionTime = metav1.NewTime(in.Now)
-		for _, p := range prev.Conditions {
-			if p.Type == conds[i].Type && p.Status == conds[i].Status {
-				conds[i].LastTransitionTime = p.LastTransitionTime
-			}
-		}
-	}
-	s.Conditions = conds
+	s.Conditions = conditions(pod, rs, &s, prev, metav1.NewTime(in.Now))
 	if in.Stage == Terminated {
 		finish(pod, &s, prev)
 	}
@@ -249,30 +219,203 @@ func everInitialized(pod *v1.Pod, prev *v1.PodStatus) bool {
 	return done(st.LastTerminationState.Terminated) || done(st.State.Terminated)
 }
 
-func reasonIf(b bool, r string) string {
-	if b {
-		return r
+// The reasons of the kubelet's pod conditions.
+const (
+	reasonUnknownStatuses    = "UnknownContainerStatuses"
+	reasonPodCompleted       = "PodCompleted"
+	reasonPodFailed          = "PodFailed"
+	reasonNotReady           = "ContainersNotReady"
+	reasonNotInitialized     = "ContainersNotInitialized"
+	reasonGatesNotReady      = "ReadinessGatesNotReady"
+	reasonSandboxNotReady    = "PodSandboxNotReady"
+	msgUnknownStatusesFormat = "containers with unknown status: "
+)
+
+// conditions are the kubelet's pod conditions, in its order:
+// PodReadyToStartContainers, Initialized, Ready, ContainersReady,
+// PodScheduled. A condition keeps its previous transition time while its
+// status does not change.
+func conditions(pod *v1.Pod, rs *runtime.PodStatus, s, prev *v1.PodStatus, now metav1.Time) []v1.PodCondition {
+	containersReady := containersReadyCondition(pod, s)
+	conds := []v1.PodCondition{
+		readyToStartCondition(pod, rs),
+		initializedCondition(pod, s),
+		readyCondition(pod, containersReady),
+		containersReady,
+		{Type: v1.PodScheduled, Status: v1.ConditionTrue},
+	}
+	for i := range conds {
+		conds[i].LastTransitionTime = now
+		for _, p := range prev.Conditions {
+			if p.Type == conds[i].Type && p.Status == conds[i].Status {
+				conds[i].LastTransitionTime = p.LastTransitionTime
+			}
+		}
+	}
+	return conds
+}
+
+// names prints container names as the kubelet's messages do: "[a b]".
+func names(list []string) string { return "[" + strings.Join(list, " ") + "]" }
+
+// readyToStartCondition: the pod has a ready sandbox with its network.
+func readyToStartCondition(pod *v1.Pod, rs *runtime.PodStatus) v1.PodCondition {
+	if rs.ReadySandbox() != nil && (pod.Spec.HostNetwork || len(rs.IPs) > 0) {
+		return v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionTrue}
+	}
+	return v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionFalse, Reason: reasonSandboxNotReady, Message: sandboxMessage(pod, rs)}
+}
+
+// sandboxMessage says, in the kubelet's words, why the pod needs a new
+// sandbox: the first of runtime.SandboxChanged's rules that holds.
+func sandboxMessage(pod *v1.Pod, rs *runtime.PodStatus) string {
+	if len(rs.SandboxStatuses) == 0 {
+		return "no pod sandbox exists"
+	}
+	ready := 0
+	for _, sb := range rs.SandboxStatuses {
+		if sb.State == runtime.SandboxStateReady {
+			ready++
+		}
+	}
+	newest := rs.SandboxStatuses[0]
+	switch {
+	case ready > 1:
+		return "multiple pod sandboxes are ready and need to be reconciled"
+	case newest.State != runtime.SandboxStateReady:
+		return "pod sandbox is not ready"
+	case (newest.NetworkMode == runtime.NamespaceModeNode) != pod.Spec.HostNetwork:
+		return "network namespace mode changed and sandbox needs to be recreated"
+	case !pod.Spec.HostNetwork && len(newest.IPs) == 0:
+		return "pod sandbox has no IP address"
 	}
 	return ""
 }
 
+// containersReadyCondition is the kubelet's ContainersReady: every
+// regular container is ready; PodCompleted or PodFailed once the pod has
+// ended.
+func containersReadyCondition(pod *v1.Pod, s *v1.PodStatus) v1.PodCondition {
+	c := v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionFalse}
+	if len(s.ContainerStatuses) == 0 && len(s.InitContainerStatuses) == 0 {
+		c.Reason = reasonUnknownStatuses
+		return c
+	}
+	var unknown, unready []string
+	for i := range pod.Spec.Containers {
+		name := pod.Spec.Containers[i].Name
+		switch st := findStatus(s.ContainerStatuses, name); {
+		case st == nil:
+			unknown = append(unknown, name)
+		case !st.Ready:
+			unready = append(unready, name)
+		}
+	}
+	switch {
+	case s.Phase == v1.PodSucceeded && len(unknown) == 0:
+		c.Reason = reasonPodCompleted
+		return c
+	case s.Phase == v1.PodFailed:
+		c.Reason = reasonPodFailed
+		return c
+	}
+	var msgs []string
+	if len(unknown) > 0 {
+		msgs = append(msgs, msgUnknownStatusesFormat+names(unknown))
+	}
+	if len(unready) > 0 {
+		msgs = append(msgs, "containers with unready status: "+names(unready))
+	}
+	if len(msgs) > 0 {
+		c.Reason, c.Message = reasonNotReady, strings.Join(msgs, ", ")
+		return c
+	}
+	c.Status = v1.ConditionTrue
+	return c
+}
+
+// readyCondition is the kubelet's Ready: ContainersReady, and then every
+// readiness gate's condition True in the pod's status (set by others,
+// such as controllers).
+func readyCondition(pod *v1.Pod, containersReady v1.PodCondition) v1.PodCondition {
+	if containersReady.Status != v1.ConditionTrue {
+		return v1.PodCondition{Type: v1.PodReady, Status: containersReady.Status, Reason: containersReady.Reason, Message: containersReady.Message}
+	}
+	var msgs []string
+	for _, g := range pod.Spec.ReadinessGates {
+		var found *v1.PodCondition
+		for i := range pod.Status.Conditions {
+			if pod.Status.Conditions[i].Type == g.ConditionType {
+				found = &pod.Status.Conditions[i]
+				break
+			}
+		}
+		switch {
+		case found == nil:
+			msgs = append(msgs, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", string(g.ConditionType)))
+		case found.Status != v1.ConditionTrue:
+			msgs = append(msgs, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", string(g.ConditionType), found.Status))
+		}
+	}
+	if len(msgs) > 0 {
+		return v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: reasonGatesNotReady, Message: strings.Join(msgs, ", ")}
+	}
+	return v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue}
+}
+
+// initializedCondition is the kubelet's Initialized: every regular init
+// container completed and every sidecar started; PodCompleted once the
+// pod has succeeded.
+func initializedCondition(pod *v1.Pod, s *v1.PodStatus) v1.PodCondition {
+	c := v1.PodCondition{Type: v1.PodInitialized, Status: v1.ConditionFalse}
+	var unknown, incomplete []string
+	for i := range pod.Spec.InitContainers {
+		ic := &pod.Spec.InitContainers[i]
+		st := findStatus(s.InitContainerStatuses, ic.Name)
+		switch {
+		case st == nil:
+			unknown = append(unknown, ic.Name)
+		case !initContainerDone(ic, st):
+			incomplete = append(incomplete, ic.Name)
+		}
+	}
+	if s.Phase == v1.PodSucceeded && len(unknown) == 0 {
+		c.Status, c.Reason = v1.ConditionTrue, reasonPodCompleted
+		return c
+	}
+	var msgs []string
+	if len(unknown) > 0 {
+		msgs = append(msgs, msgUnknownStatusesFormat+names(unknown))
+	}
+	if len(incomplete) > 0 {
+		msgs = append(msgs, "containers with incomplete status: "+names(incomplete))
+	}
+	if len(msgs) > 0 {
+		c.Reason, c.Message = reasonNotInitialized, strings.Join(msgs, ", ")
+		return c
+	}
+	c.Status = v1.ConditionTrue
+	return c
+}
+
+// initContainerDone: a sidecar has started, a regular init container
+// completed with exit code 0.
+func initContainerDone(c *v1.Container, st *v1.ContainerStatus) bool {
+	if isSidecar(c) {
+		return st.Started != nil && *st.Started
+	}
+	return st.State.Terminated != nil && st.State.Terminated.ExitCode == 0
+}
+
+// readyReason is the reason of a Ready condition that is not True.
 func readyReason(containersReady, terminal bool) string {
 	switch {
 	case terminal:
-		return "PodCompleted"
+		return reasonPodCompleted
 	case !containersReady:
-		return "ContainersNotReady"
+		return reasonNotReady
 	}
-	return "ReadinessGatesNotReady"
-}
-
-func cond(t v1.PodConditionType, ok bool, reason string) v1.PodCondition {
-	c := v1.PodCondition{Type: t, Status: v1.ConditionFalse, Reason: reason}
-	if ok {
-		c.Status = v1.ConditionTrue
-		c.Reason = ""
-	}
-	return c
+	return reasonGatesNotReady
 }
 
 // gatesPass reports whether every readiness gate's condition is True in
@@ -293,25 +436,6 @@ func gatesPass(pod *v1.Pod) bool {
 }
 
 func isSidecar(c *v1.Container) bool { return podutil.IsRestartableInit(c) }
-
-// initContainersDone: every regular init container exited 0 and every
-// sidecar has started.
-func initContainersDone(pod *v1.Pod, statuses []v1.ContainerStatus) bool {
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		st := findStatus(statuses, c.Name)
-		if isSidecar(c) {
-			if st == nil || st.Started == nil || !*st.Started {
-				return false
-			}
-			continue
-		}
-		if st == nil || st.State.Terminated == nil || st.State.Terminated.ExitCode != 0 {
-			return false
-		}
-	}
-	return true
-}
 
 func findStatus(list []v1.ContainerStatus, name string) *v1.ContainerStatus {
 	for i := range list {

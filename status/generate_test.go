@@ -251,3 +251,74 @@ func TestReasonAndMessageFollowThePhase(t *testing.T) {
 		})
 	}
 }
+
+type wantCond struct {
+	status          v1.ConditionStatus
+	reason, message string
+}
+
+func checkConds(t *testing.T, s v1.PodStatus, want map[v1.PodConditionType]wantCond) {
+	t.Helper()
+	for typ, w := range want {
+		got := condition(s, typ)
+		if got.Type == "" {
+			t.Errorf("no %s condition", typ)
+			continue
+		}
+		if got.Status != w.status || got.Reason != w.reason || got.Message != w.message {
+			t.Errorf("%s = %s %q %q, want %s %q %q", typ, got.Status, got.Reason, got.Message, w.status, w.reason, w.message)
+		}
+	}
+}
+
+func TestConditionReasonsAndMessages(t *testing.T) {
+	T, F := v1.ConditionTrue, v1.ConditionFalse
+	probedPod := pod(v1.RestartPolicyAlways, nil, "a", "b", "c")
+	probedPod.Spec.Containers[0].ReadinessProbe = &v1.Probe{}
+	probedPod.Spec.Containers[1].ReadinessProbe = &v1.Probe{}
+	gated := pod(v1.RestartPolicyAlways, nil, "a")
+	gated.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/lb"}, {ConditionType: "example.com/dns"}}
+	gated.Status.Conditions = []v1.PodCondition{{Type: "example.com/dns", Status: v1.ConditionFalse}}
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		obs  *runtime.PodStatus
+		want map[v1.PodConditionType]wantCond
+	}{
+		{"unready containers", probedPod, observed(c("a", running, 0, 0), c("b", running, 0, 0), c("c", running, 0, 0)), map[v1.PodConditionType]wantCond{
+			v1.ContainersReady: {F, "ContainersNotReady", "containers with unready status: [a b]"},
+			v1.PodReady:        {F, "ContainersNotReady", "containers with unready status: [a b]"},
+			v1.PodInitialized:  {T, "", ""},
+			v1.PodScheduled:    {T, "", ""},
+		}},
+		{"init container running", pod(v1.RestartPolicyAlways, []string{"i", "j"}, "a"), observed(c("i", running, 0, 0)), map[v1.PodConditionType]wantCond{
+			v1.PodInitialized:  {F, "ContainersNotInitialized", "containers with incomplete status: [i j]"},
+			v1.ContainersReady: {F, "ContainersNotReady", "containers with unready status: [a]"},
+		}},
+		{"succeeded", pod(v1.RestartPolicyNever, []string{"i"}, "a"), gone(c("a", exited, 0, 0), c("i", exited, 0, 0)), map[v1.PodConditionType]wantCond{
+			v1.PodInitialized:            {T, "PodCompleted", ""},
+			v1.ContainersReady:           {F, "PodCompleted", ""},
+			v1.PodReady:                  {F, "PodCompleted", ""},
+			v1.PodReadyToStartContainers: {F, "PodSandboxNotReady", "no pod sandbox exists"},
+		}},
+		{"failed", pod(v1.RestartPolicyNever, nil, "a", "b"), observed(c("a", exited, 0, 0), c("b", exited, 1, 0)), map[v1.PodConditionType]wantCond{
+			v1.PodInitialized:  {T, "", ""},
+			v1.ContainersReady: {F, "PodFailed", ""},
+			v1.PodReady:        {F, "PodFailed", ""},
+		}},
+		{"readiness gates", gated, observed(c("a", running, 0, 0)), map[v1.PodConditionType]wantCond{
+			v1.ContainersReady: {T, "", ""},
+			v1.PodReady: {F, "ReadinessGatesNotReady", `corresponding condition of pod readiness gate "example.com/lb" does not exist., ` +
+				`the status of pod readiness gate "example.com/dns" is not "True", but False`},
+		}},
+		{"all ready", pod(v1.RestartPolicyAlways, nil, "a"), observed(c("a", running, 0, 0)), map[v1.PodConditionType]wantCond{
+			v1.PodReadyToStartContainers: {T, "", ""},
+			v1.ContainersReady:           {T, "", ""},
+			v1.PodReady:                  {T, "", ""},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkConds(t, status.Generate(status.Input{Pod: tc.pod, Runtime: tc.obs, Now: now}), tc.want)
+		})
+	}
+}
