@@ -57,7 +57,12 @@
 //     once the pod has Succeeded, PodFailed on ContainersReady and Ready
 //     once it has Failed; PodSandboxNotReady on PodReadyToStartContainers
 //     with the kubelet's message ("no pod sandbox exists", "pod sandbox
-//     is not ready"...);
+//     is not ready"...). Sidecars count in ContainersReady (and so in
+//     Ready) like regular containers. Initialized turns True once every
+//     regular init container completed and every sidecar started, or once
+//     a regular container has started, and then stays True (a sidecar
+//     restarting later, or a pod initializing again in a new sandbox,
+//     does not undo it);
 //   - pod and host IPs, start time and QoS class.
 //
 // Manager keeps the latest status of each pod with a version, merges the

@@ -239,7 +239,7 @@ func conditions(pod *v1.Pod, rs *runtime.PodStatus, s, prev *v1.PodStatus, now m
 	containersReady := containersReadyCondition(pod, s)
 	conds := []v1.PodCondition{
 		readyToStartCondition(pod, rs),
-		initializedCondition(pod, s),
+		initializedCondition(pod, s, prev),
 		readyCondition(pod, containersReady),
 		containersReady,
 		{Type: v1.PodScheduled, Status: v1.ConditionTrue},
@@ -293,7 +293,7 @@ func sandboxMessage(pod *v1.Pod, rs *runtime.PodStatus) string {
 }
 
 // containersReadyCondition is the kubelet's ContainersReady: every
-// regular container is ready; PodCompleted or PodFailed once the pod has
+// sidecar and regular container is ready; PodCompleted or PodFailed once the pod has
 // ended.
 func containersReadyCondition(pod *v1.Pod, s *v1.PodStatus) v1.PodCondition {
 	c := v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionFalse}
@@ -302,6 +302,16 @@ func containersReadyCondition(pod *v1.Pod, s *v1.PodStatus) v1.PodCondition {
 		return c
 	}
 	var unknown, unready []string
+	for i := range pod.Spec.InitContainers {
+		if c := &pod.Spec.InitContainers[i]; isSidecar(c) {
+			switch st := findStatus(s.InitContainerStatuses, c.Name); {
+			case st == nil:
+				unknown = append(unknown, c.Name)
+			case !st.Ready:
+				unready = append(unready, c.Name)
+			}
+		}
+	}
 	for i := range pod.Spec.Containers {
 		name := pod.Spec.Containers[i].Name
 		switch st := findStatus(s.ContainerStatuses, name); {
@@ -364,9 +374,10 @@ func readyCondition(pod *v1.Pod, containersReady v1.PodCondition) v1.PodConditio
 }
 
 // initializedCondition is the kubelet's Initialized: every regular init
-// container completed and every sidecar started; PodCompleted once the
+// container completed and every sidecar started, or a regular container
+// has started, or the condition was True before; PodCompleted once the
 // pod has succeeded.
-func initializedCondition(pod *v1.Pod, s *v1.PodStatus) v1.PodCondition {
+func initializedCondition(pod *v1.Pod, s, prev *v1.PodStatus) v1.PodCondition {
 	c := v1.PodCondition{Type: v1.PodInitialized, Status: v1.ConditionFalse}
 	var unknown, incomplete []string
 	for i := range pod.Spec.InitContainers {
@@ -383,6 +394,11 @@ func initializedCondition(pod *v1.Pod, s *v1.PodStatus) v1.PodCondition {
 		c.Status, c.Reason = v1.ConditionTrue, reasonPodCompleted
 		return c
 	}
+	if regularStarted(s.ContainerStatuses) {
+		// Initialized once: a sidecar restarting later does not undo it.
+		c.Status = v1.ConditionTrue
+		return c
+	}
 	var msgs []string
 	if len(unknown) > 0 {
 		msgs = append(msgs, msgUnknownStatusesFormat+names(unknown))
@@ -391,11 +407,29 @@ func initializedCondition(pod *v1.Pod, s *v1.PodStatus) v1.PodCondition {
 		msgs = append(msgs, "containers with incomplete status: "+names(incomplete))
 	}
 	if len(msgs) > 0 {
+		for _, p := range prev.Conditions {
+			if p.Type == v1.PodInitialized && p.Status == v1.ConditionTrue {
+				// Nor does a pod that initializes again (in a new
+				// sandbox) lose the condition.
+				c.Status = v1.ConditionTrue
+				return c
+			}
+		}
 		c.Reason, c.Message = reasonNotInitialized, strings.Join(msgs, ", ")
 		return c
 	}
 	c.Status = v1.ConditionTrue
 	return c
+}
+
+// regularStarted: a regular container runs or has run.
+func regularStarted(statuses []v1.ContainerStatus) bool {
+	for i := range statuses {
+		if statuses[i].State.Running != nil || statuses[i].State.Terminated != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // initContainerDone: a sidecar has started, a regular init container

@@ -322,3 +322,54 @@ func TestConditionReasonsAndMessages(t *testing.T) {
 		})
 	}
 }
+
+func TestSidecarsInReadinessAndInitialization(t *testing.T) {
+	T, F := v1.ConditionTrue, v1.ConditionFalse
+	probed := sidecarPod(v1.RestartPolicyAlways, "app")
+	probed.Spec.InitContainers[0].ReadinessProbe = &v1.Probe{}
+	proxy := c("proxy", running, 0, 0)
+	started := map[string]bool{proxy.ID.String(): true}
+	initializedBefore := &v1.PodStatus{Phase: v1.PodPending, Conditions: []v1.PodCondition{{Type: v1.PodInitialized, Status: v1.ConditionTrue}}}
+	for _, tc := range []struct {
+		name    string
+		pod     *v1.Pod
+		obs     *runtime.PodStatus
+		started map[string]bool
+		ready   map[string]bool
+		waiting map[string]status.Reason
+		prev    *v1.PodStatus
+		want    map[v1.PodConditionType]wantCond
+	}{
+		{"sidecar not ready", probed, observed(c("app", running, 0, 0), proxy), started, nil, nil, nil, map[v1.PodConditionType]wantCond{
+			v1.ContainersReady: {F, "ContainersNotReady", "containers with unready status: [proxy]"},
+			v1.PodReady:        {F, "ContainersNotReady", "containers with unready status: [proxy]"},
+		}},
+		{"sidecar and app not ready", probed, observed(proxy), started, nil, nil, nil, map[v1.PodConditionType]wantCond{
+			v1.ContainersReady: {F, "ContainersNotReady", "containers with unready status: [proxy app]"},
+		}},
+		{"sidecar ready", probed, observed(c("app", running, 0, 0), proxy), started, map[string]bool{proxy.ID.String(): true}, nil, nil, map[v1.PodConditionType]wantCond{
+			v1.ContainersReady: {T, "", ""},
+			v1.PodReady:        {T, "", ""},
+		}},
+		{"sidecar not started before the app", sidecarPod(v1.RestartPolicyAlways, "app"), observed(proxy), nil, nil, nil, nil, map[v1.PodConditionType]wantCond{
+			v1.PodInitialized: {F, "ContainersNotInitialized", "containers with incomplete status: [proxy]"},
+		}},
+		{"sidecar crash looping after the app started", sidecarPod(v1.RestartPolicyAlways, "app"), observed(c("app", running, 0, 0), c("proxy", exited, 1, 3)), nil, nil,
+			map[string]status.Reason{"proxy": {Reason: "CrashLoopBackOff"}}, nil, map[v1.PodConditionType]wantCond{
+				v1.PodInitialized: {T, "", ""},
+			}},
+		{"sidecar restarted, not started yet", sidecarPod(v1.RestartPolicyAlways, "app"), observed(c("app", running, 0, 0), c("proxy", running, 0, 1)), nil, nil, nil, nil,
+			map[v1.PodConditionType]wantCond{
+				v1.PodInitialized: {T, "", ""},
+			}},
+		{"initializing again after it had initialized", pod(v1.RestartPolicyAlways, []string{"i"}, "app"), observed(c("i", running, 0, 0)), nil, nil, nil, initializedBefore,
+			map[v1.PodConditionType]wantCond{
+				v1.PodInitialized: {T, "", ""},
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := status.Generate(status.Input{Pod: tc.pod, Runtime: tc.obs, Started: tc.started, Ready: tc.ready, Waiting: tc.waiting, Previous: tc.prev, Now: now})
+			checkConds(t, s, tc.want)
+		})
+	}
+}
