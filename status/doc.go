@@ -57,7 +57,11 @@
 //     once the pod has Succeeded, PodFailed on ContainersReady and Ready
 //     once it has Failed; PodSandboxNotReady on PodReadyToStartContainers
 //     with the kubelet's message ("no pod sandbox exists", "pod sandbox
-//     is not ready"...). Sidecars count in ContainersReady (and so in
+//     is not ready"...). PodReadyToStartContainers is True exactly when
+//     runtime.SandboxChanged, the rule the sync decides with, says no new
+//     sandbox is needed: not with several ready sandboxes, a stopped
+//     newest one, a network namespace that does not match
+//     spec.hostNetwork, or a pod-network sandbox without an IP. Sidecars count in ContainersReady (and so in
 //     Ready) like regular containers. Initialized turns True once every
 //     regular init container completed and every sidecar started, or once
 //     a regular container has started, and then stays True (a sidecar

@@ -258,9 +258,11 @@ func conditions(pod *v1.Pod, rs *runtime.PodStatus, s, prev *v1.PodStatus, now m
 // names prints container names as the kubelet's messages do: "[a b]".
 func names(list []string) string { return "[" + strings.Join(list, " ") + "]" }
 
-// readyToStartCondition: the pod has a ready sandbox with its network.
+// readyToStartCondition is True when the pod needs no new sandbox, by
+// the very rule the sync decides it with (runtime.SandboxChanged), so the
+// condition and the sync never disagree.
 func readyToStartCondition(pod *v1.Pod, rs *runtime.PodStatus) v1.PodCondition {
-	if rs.ReadySandbox() != nil && (pod.Spec.HostNetwork || len(rs.IPs) > 0) {
+	if changed, _, _ := runtime.SandboxChanged(pod, rs); !changed {
 		return v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionTrue}
 	}
 	return v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionFalse, Reason: reasonSandboxNotReady, Message: sandboxMessage(pod, rs)}

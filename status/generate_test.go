@@ -373,3 +373,45 @@ func TestSidecarsInReadinessAndInitialization(t *testing.T) {
 		})
 	}
 }
+
+func TestReadyToStartContainersFollowsTheSandboxRule(t *testing.T) {
+	hostNet := pod(v1.RestartPolicyAlways, nil, "a")
+	hostNet.Spec.HostNetwork = true
+	sb := func(id string, state runtime.SandboxState, mode runtime.NamespaceMode, ips ...string) *runtime.SandboxStatus {
+		return &runtime.SandboxStatus{ID: id, State: state, NetworkMode: mode, IPs: ips}
+	}
+	ready, notReady := runtime.SandboxStateReady, runtime.SandboxStateNotReady
+	podNS, nodeNS := runtime.NamespaceModePod, runtime.NamespaceModeNode
+	for _, tc := range []struct {
+		name      string
+		pod       *v1.Pod
+		sandboxes []*runtime.SandboxStatus
+		want      wantCond
+	}{
+		{"one ready sandbox", pod(v1.RestartPolicyAlways, nil, "a"), []*runtime.SandboxStatus{sb("s1", ready, podNS, "127.88.0.1")},
+			wantCond{v1.ConditionTrue, "", ""}},
+		{"none", pod(v1.RestartPolicyAlways, nil, "a"), nil,
+			wantCond{v1.ConditionFalse, "PodSandboxNotReady", "no pod sandbox exists"}},
+		{"two ready sandboxes", pod(v1.RestartPolicyAlways, nil, "a"), []*runtime.SandboxStatus{sb("s2", ready, podNS, "127.88.0.2"), sb("s1", ready, podNS, "127.88.0.1")},
+			wantCond{v1.ConditionFalse, "PodSandboxNotReady", "multiple pod sandboxes are ready and need to be reconciled"}},
+		{"newest stopped", pod(v1.RestartPolicyAlways, nil, "a"), []*runtime.SandboxStatus{sb("s2", notReady, podNS), sb("s1", ready, podNS, "127.88.0.1")},
+			wantCond{v1.ConditionFalse, "PodSandboxNotReady", "pod sandbox is not ready"}},
+		{"host network on a pod network namespace", hostNet, []*runtime.SandboxStatus{sb("s1", ready, podNS, "127.88.0.1")},
+			wantCond{v1.ConditionFalse, "PodSandboxNotReady", "network namespace mode changed and sandbox needs to be recreated"}},
+		{"host network", hostNet, []*runtime.SandboxStatus{sb("s1", ready, nodeNS)},
+			wantCond{v1.ConditionTrue, "", ""}},
+		{"pod network without an IP", pod(v1.RestartPolicyAlways, nil, "a"), []*runtime.SandboxStatus{sb("s1", ready, podNS)},
+			wantCond{v1.ConditionFalse, "PodSandboxNotReady", "pod sandbox has no IP address"}},
+		{"finished pod, sandbox still up", pod(v1.RestartPolicyNever, nil, "a"), []*runtime.SandboxStatus{sb("s1", ready, podNS, "127.88.0.1")},
+			wantCond{v1.ConditionTrue, "", ""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := &runtime.PodStatus{SandboxStatuses: tc.sandboxes, ContainerStatuses: []*runtime.ContainerStatus{c("a", exited, 0, 0)}}
+			if len(tc.sandboxes) > 0 {
+				obs.IPs = tc.sandboxes[0].IPs
+			}
+			s := status.Generate(status.Input{Pod: tc.pod, Runtime: obs, NodeIPs: []string{"127.0.0.1"}, Now: now})
+			checkConds(t, s, map[v1.PodConditionType]wantCond{v1.PodReadyToStartContainers: tc.want})
+		})
+	}
+}
