@@ -128,7 +128,8 @@ func toRestart(pod *v1.Pod, c *v1.Container, newest *runtime.ContainerStatus) bo
 	return true
 }
 
-// probed sets started and ready from the probes' verdicts.
+// probed sets started and ready from the probes' verdicts, as the
+// kubelet's prober does.
 func probed(in Input, c *v1.Container, isInit bool, st *v1.ContainerStatus) {
 	running := st.State.Running != nil
 	started := running
@@ -138,6 +139,11 @@ func probed(in Input, c *v1.Container, isInit bool, st *v1.ContainerStatus) {
 		started = false
 	}
 	st.Started = boolPtr(started)
+	if isInit && !isSidecar(c) {
+		// A regular init container is ready once it has completed.
+		st.Ready = st.State.Terminated != nil && st.State.Terminated.ExitCode == 0
+		return
+	}
 	ready := running && started
 	if v, ok := in.Ready[st.ContainerID]; ok {
 		ready = ready && v

@@ -8,9 +8,12 @@
 //   - container statuses (init, regular, ephemeral): state from the
 //     newest instance; last state from the one before, or from the newest
 //     when it is waiting to restart; restart count; ready (running,
-//     started, and ready by its readiness probe if it has one); started
-//     (running, and past its startup probe if it has one); waiting reasons
-//     ContainerCreating, PodInitializing, or the sync's (ErrImagePull,
+//     started, and ready by its readiness probe if it has one; a regular
+//     init container is ready once it completed with exit code 0, never
+//     while it runs); started (running, and past its startup probe if it
+//     has one); waiting reasons ContainerCreating, PodInitializing (every
+//     container of a pod with init containers, init containers included,
+//     before it first runs), or the sync's (ErrImagePull,
 //     CrashLoopBackOff, CreateContainerConfigError...) on a container the
 //     next sync starts (again). A container the runtime no longer has
 //     keeps its terminated state; one that ran and vanished shows a last

@@ -415,3 +415,34 @@ func TestReadyToStartContainersFollowsTheSandboxRule(t *testing.T) {
 		})
 	}
 }
+
+func TestInitContainerStatuses(t *testing.T) {
+	p := pod(v1.RestartPolicyAlways, []string{"first", "second", "third"}, "app")
+	for _, tc := range []struct {
+		name  string
+		obs   *runtime.PodStatus
+		ready []bool
+		state []string
+	}{
+		{"first running", observed(c("first", running, 0, 0)),
+			[]bool{false, false, false}, []string{"running", "waiting PodInitializing", "waiting PodInitializing"}},
+		{"first done, second running", observed(c("second", running, 0, 0), c("first", exited, 0, 0)),
+			[]bool{true, false, false}, []string{`terminated 0  ""`, "running", "waiting PodInitializing"}},
+		{"first failed", observed(c("first", exited, 1, 0)),
+			[]bool{false, false, false}, []string{`terminated 1  ""`, "waiting PodInitializing", "waiting PodInitializing"}},
+		{"all done", observed(c("app", running, 0, 0), c("third", exited, 0, 0), c("second", exited, 0, 0), c("first", exited, 0, 0)),
+			[]bool{true, true, true}, []string{`terminated 0  ""`, `terminated 0  ""`, `terminated 0  ""`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := status.Generate(status.Input{Pod: p, Runtime: tc.obs, Now: now})
+			for i, st := range s.InitContainerStatuses {
+				if st.Ready != tc.ready[i] {
+					t.Errorf("%s: ready %v, want %v", st.Name, st.Ready, tc.ready[i])
+				}
+				if got := terminated(st.State); got != tc.state[i] {
+					t.Errorf("%s: %s, want %s", st.Name, got, tc.state[i])
+				}
+			}
+		})
+	}
+}
