@@ -361,3 +361,38 @@ func TestConditionsCarryTheKubeletsReasons(t *testing.T) {
 		})
 	}
 }
+
+// A Never pod with a sidecar stays Running after its main container
+// exits, until the sidecar is stopped; then it has Succeeded.
+func TestSidecarKeepsAFinishedPodRunningUntilItStops(t *testing.T) {
+	f := startFidelity(t, false)
+	always := v1.ContainerRestartPolicyAlways
+	p := apiPod("job", v1.RestartPolicyNever, []string{"main"}, fakecri.EnvExitAfter, "300ms")
+	proxy := container("proxy", fakecri.EnvStopDelay, "300ms")
+	proxy.RestartPolicy = &always
+	p.Spec.InitContainers = []v1.Container{proxy}
+	f.send(podsource.ADD, p)
+
+	sidecarRuns := func(s v1.PodStatus) bool {
+		return len(s.InitContainerStatuses) == 1 && s.InitContainerStatuses[0].State.Running != nil
+	}
+	mainDone := func(s v1.PodStatus) bool {
+		return len(s.ContainerStatuses) == 1 && s.ContainerStatuses[0].State.Terminated != nil
+	}
+	s := f.waitFor(p.Name, "ends", terminalPhase)
+	if s.Phase != v1.PodSucceeded || sidecarRuns(s) {
+		t.Errorf("ended %s, sidecar running %v; want Succeeded with the sidecar stopped\n%s", s.Phase, sidecarRuns(s), f.history.describe(p.Name))
+	}
+	sawRunning := false
+	for _, s := range f.history.all(p.Name) {
+		if mainDone(s) && sidecarRuns(s) {
+			if s.Phase != v1.PodRunning {
+				t.Errorf("main exited, sidecar running: phase %s, want Running\n%s", s.Phase, f.history.describe(p.Name))
+			}
+			sawRunning = true
+		}
+	}
+	if !sawRunning {
+		t.Errorf("no status with the main container done and the sidecar running\n%s", f.history.describe(p.Name))
+	}
+}
