@@ -255,8 +255,39 @@ func conditions(pod *v1.Pod, rs *runtime.PodStatus, s, prev *v1.PodStatus, now m
 	return conds
 }
 
-// names prints container names as the kubelet's messages do: "[a b]".
-func names(list []string) string { return "[" + strings.Join(list, " ") + "]" }
+// listMessage joins the kubelet's message parts: for each non-empty list
+// of container names, its prefix and the names as "[a b]"; parts are
+// separated by ", ". It allocates once.
+func listMessage(prefix1 string, list1 []string, prefix2 string, list2 []string) string {
+	var b strings.Builder
+	part := func(prefix string, list []string) {
+		if len(list) == 0 {
+			return
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(prefix)
+		b.WriteByte('[')
+		for i, n := range list {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(n)
+		}
+		b.WriteByte(']')
+	}
+	n := len(prefix1) + len(prefix2) + 6
+	for _, l := range [][]string{list1, list2} {
+		for _, name := range l {
+			n += len(name) + 1
+		}
+	}
+	b.Grow(n)
+	part(prefix1, list1)
+	part(prefix2, list2)
+	return b.String()
+}
 
 // readyToStartCondition is True when the pod needs no new sandbox, by
 // the very rule the sync decides it with (runtime.SandboxChanged), so the
@@ -303,7 +334,8 @@ func containersReadyCondition(pod *v1.Pod, s *v1.PodStatus) v1.PodCondition {
 		c.Reason = reasonUnknownStatuses
 		return c
 	}
-	var unknown, unready []string
+	var buf1, buf2 [4]string // no allocation for short lists
+	unknown, unready := buf1[:0], buf2[:0]
 	for i := range pod.Spec.InitContainers {
 		if c := &pod.Spec.InitContainers[i]; isSidecar(c) {
 			switch st := findStatus(s.InitContainerStatuses, c.Name); {
@@ -331,15 +363,8 @@ func containersReadyCondition(pod *v1.Pod, s *v1.PodStatus) v1.PodCondition {
 		c.Reason = reasonPodFailed
 		return c
 	}
-	var msgs []string
-	if len(unknown) > 0 {
-		msgs = append(msgs, msgUnknownStatusesFormat+names(unknown))
-	}
-	if len(unready) > 0 {
-		msgs = append(msgs, "containers with unready status: "+names(unready))
-	}
-	if len(msgs) > 0 {
-		c.Reason, c.Message = reasonNotReady, strings.Join(msgs, ", ")
+	if len(unknown)+len(unready) > 0 {
+		c.Reason, c.Message = reasonNotReady, listMessage(msgUnknownStatusesFormat, unknown, "containers with unready status: ", unready)
 		return c
 	}
 	c.Status = v1.ConditionTrue
@@ -381,7 +406,8 @@ func readyCondition(pod *v1.Pod, containersReady v1.PodCondition) v1.PodConditio
 // pod has succeeded.
 func initializedCondition(pod *v1.Pod, s, prev *v1.PodStatus) v1.PodCondition {
 	c := v1.PodCondition{Type: v1.PodInitialized, Status: v1.ConditionFalse}
-	var unknown, incomplete []string
+	var buf1, buf2 [4]string // no allocation for short lists
+	unknown, incomplete := buf1[:0], buf2[:0]
 	for i := range pod.Spec.InitContainers {
 		ic := &pod.Spec.InitContainers[i]
 		st := findStatus(s.InitContainerStatuses, ic.Name)
@@ -401,14 +427,7 @@ func initializedCondition(pod *v1.Pod, s, prev *v1.PodStatus) v1.PodCondition {
 		c.Status = v1.ConditionTrue
 		return c
 	}
-	var msgs []string
-	if len(unknown) > 0 {
-		msgs = append(msgs, msgUnknownStatusesFormat+names(unknown))
-	}
-	if len(incomplete) > 0 {
-		msgs = append(msgs, "containers with incomplete status: "+names(incomplete))
-	}
-	if len(msgs) > 0 {
+	if len(unknown)+len(incomplete) > 0 {
 		for _, p := range prev.Conditions {
 			if p.Type == v1.PodInitialized && p.Status == v1.ConditionTrue {
 				// Nor does a pod that initializes again (in a new
@@ -417,7 +436,7 @@ func initializedCondition(pod *v1.Pod, s, prev *v1.PodStatus) v1.PodCondition {
 				return c
 			}
 		}
-		c.Reason, c.Message = reasonNotInitialized, strings.Join(msgs, ", ")
+		c.Reason, c.Message = reasonNotInitialized, listMessage(msgUnknownStatusesFormat, unknown, "containers with incomplete status: ", incomplete)
 		return c
 	}
 	c.Status = v1.ConditionTrue
