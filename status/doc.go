@@ -2,8 +2,9 @@
 // them.
 //
 // Generate is a pure function from a pod's spec, the runtime's latest
-// observation (runtime.PodStatus), the last sync's waiting reasons and the
-// probes' verdicts to a v1.PodStatus:
+// observation (runtime.PodStatus), the previous status, the last sync's
+// waiting reasons, the probes' verdicts and how far the pod is in its
+// termination (Input.Stage) to a v1.PodStatus:
 //
 //   - container statuses (init, regular, ephemeral): state from the
 //     newest instance; last state from the one before, or from the newest
@@ -71,6 +72,32 @@
 //     restarting later, or a pod initializing again in a new sandbox,
 //     does not undo it);
 //   - pod and host IPs, start time and QoS class.
+//
+// Generate differs from the kubelet where nodekit lacks what the
+// kubelet's behaviour rests on, or where the kubelet's own data is not at
+// hand:
+//
+//   - per-container restart rules and restarting all containers in place
+//     (the kubelet's ContainerRestartRules and
+//     RestartAllContainersOnContainerExits) are not implemented by
+//     runtime/cri, so the phase follows the pod's restartPolicy (and
+//     sidecars' Always) only, there is no AllContainersRestarting
+//     condition, and restart counts and last states are not carried over
+//     from the previous status;
+//   - a pod is never failed by the agent itself with a reason of its own
+//     (the kubelet's eviction and active-deadline handlers, which set
+//     Failed with Evicted or DeadlineExceeded): the pod workers have no
+//     such seam yet, so an evicted pod ends in the phase its containers'
+//     exits give;
+//   - conditions the kubelet does not own (readiness gates' conditions,
+//     DisruptionTarget) and observedGeneration are not part of the
+//     generated status: a sink that patches an API server keeps them;
+//   - a container's image is the spec's, not the name the runtime
+//     reports (the runtime's is used only when the spec has none);
+//   - in the final status, whether the pod ever initialized is read from
+//     the previous status, where the kubelet reads its copy of the API's;
+//   - a container whose sandbox the runtime does not report counts as in
+//     the current sandbox when deciding whether the pod has initialized.
 //
 // Manager keeps the latest status of each pod with a version, merges the
 // probes' readiness and startup verdicts (SetContainerReadiness,

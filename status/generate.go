@@ -72,10 +72,13 @@ const (
 // Generate computes a pod's API status from its spec and what the
 // runtime observed, with the kubelet's rules (pkg/kubelet/kubelet_pods.go
 // and pkg/kubelet/status): container statuses with state, last state,
-// restart count, ready and started; the phase; the PodScheduled,
-// PodReadyToStartContainers, Initialized, ContainersReady and Ready
-// conditions; IPs, start time and QoS class. A terminal phase in
-// Previous never changes. It is a pure function.
+// restart count, ready and started; the phase, with its reason and
+// message kept while it lasts; the PodReadyToStartContainers,
+// Initialized, Ready, ContainersReady and PodScheduled conditions with
+// their reasons and messages; IPs, start time and QoS class. in.Stage
+// gives the phase and container states of a pod being terminated. A
+// terminal phase in Previous (or in the pod's own status) never changes.
+// It is a pure function: it reads in and never modifies it.
 func Generate(in Input) v1.PodStatus {
 	pod := in.Pod
 	rs := in.Runtime
