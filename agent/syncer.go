@@ -137,31 +137,9 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 	return nil
 }
 
-// generate computes and records the pod's status.
+// generate computes and records the status of a pod that runs.
 func (a *Agent) generate(pod *v1.Pod, rs *runtime.PodStatus) v1.PodStatus {
-	prev, ok := a.status.GetPodStatus(pod.UID)
-	var ids []string
-	if rs != nil {
-		for _, c := range rs.ContainerStatuses {
-			ids = append(ids, c.ID.String())
-		}
-	}
-	ready, started := a.status.VerdictsFor(ids)
-	a.mu.Lock()
-	waiting := a.reasons[pod.UID]
-	a.mu.Unlock()
-	in := status.Input{Pod: pod, Runtime: rs, Waiting: waiting, Ready: ready, Started: started, NodeIPs: a.cfg.NodeIPs, Now: a.cfg.Clock.Now()}
-	if ok {
-		in.Previous = &prev
-	}
-	s := status.Generate(in)
-	if !ok || prev.Phase != v1.PodRunning {
-		if s.Phase == v1.PodRunning && s.StartTime != nil {
-			a.metrics.startDuration.Observe(a.cfg.Clock.Since(s.StartTime.Time).Seconds())
-		}
-	}
-	a.status.SetPodStatus(pod, s)
-	return s
+	return a.generateAt(pod, rs, status.Syncing)
 }
 
 // SyncPod implements podworkers.SyncHandler: status first (from the
@@ -193,18 +171,30 @@ func (a *Agent) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v1.Po
 	return false, res.Error()
 }
 
-// SyncTerminatingPod implements podworkers.SyncHandler: it kills the pod
-// within the grace period and records its final container states.
-func (a *Agent) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, _ *runtime.PodStatus, grace int64) error {
+// SyncTerminatingPod implements podworkers.SyncHandler, as the kubelet
+// does: the status as the kill begins; the kill within the grace period,
+// of what the worker's observation shows (so that no kill has to list
+// every pod of the node to find this one); a check that nothing runs any
+// more (an error makes the worker try again with a newer observation);
+// and the status of the stopped pod, whose phase is now terminal.
+func (a *Agent) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, grace int64) error {
+	var running *runtime.Pod
+	if rs != nil {
+		a.generate(pod, rs)
+		running, _ = rs.RunningPod(true)
+	}
 	a.probes.RemovePod(pod.UID)
-	if err := a.rt.KillPod(ctx, pod, nil, &grace); err != nil {
+	if err := a.rt.KillPod(ctx, pod, running, &grace); err != nil {
 		return err
 	}
-	rs, err := a.rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	stopped, err := a.rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 	if err != nil {
 		return err
 	}
-	a.generate(pod, rs)
+	if left, empty := stopped.RunningPod(false); !empty {
+		return fmt.Errorf("agent: terminate pod %s: %d containers and %d sandboxes still run after the kill", podutil.FullName(pod), len(left.Containers), len(left.Sandboxes))
+	}
+	a.generateAt(pod, stopped, status.Stopped)
 	return nil
 }
 
@@ -216,9 +206,10 @@ func (a *Agent) SyncTerminatingRuntimePod(ctx context.Context, running *runtime.
 	return a.rt.KillPod(ctx, nil, running, &grace)
 }
 
-// SyncTerminatedPod implements podworkers.SyncHandler: the final status.
+// SyncTerminatedPod implements podworkers.SyncHandler: the final status,
+// where nothing is left running or pending.
 func (a *Agent) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus) error {
-	a.generate(pod, rs)
+	a.generateAt(pod, rs, status.Terminated)
 	return nil
 }
 
@@ -231,4 +222,32 @@ func (a *Agent) HandleProbeUpdate(_ context.Context, u probes.Update) {
 	case probes.Startup:
 		a.status.SetContainerStartup(u.PodUID, u.ContainerID, u.Result == probes.Success)
 	}
+}
+
+// generateAt computes and records the pod's status at a stage of its
+// termination.
+func (a *Agent) generateAt(pod *v1.Pod, rs *runtime.PodStatus, stage status.Stage) v1.PodStatus {
+	prev, ok := a.status.GetPodStatus(pod.UID)
+	var ids []string
+	if rs != nil {
+		for _, c := range rs.ContainerStatuses {
+			ids = append(ids, c.ID.String())
+		}
+	}
+	ready, started := a.status.VerdictsFor(ids)
+	a.mu.Lock()
+	waiting := a.reasons[pod.UID]
+	a.mu.Unlock()
+	in := status.Input{Pod: pod, Runtime: rs, Waiting: waiting, Ready: ready, Started: started, NodeIPs: a.cfg.NodeIPs, Now: a.cfg.Clock.Now(), Stage: stage}
+	if ok {
+		in.Previous = &prev
+	}
+	s := status.Generate(in)
+	if !ok || prev.Phase != v1.PodRunning {
+		if s.Phase == v1.PodRunning && s.StartTime != nil {
+			a.metrics.startDuration.Observe(a.cfg.Clock.Since(s.StartTime.Time).Seconds())
+		}
+	}
+	a.status.SetPodStatus(pod, s)
+	return s
 }

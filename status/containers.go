@@ -7,90 +7,210 @@ import (
 	"github.com/nodekit/nodekit/runtime"
 )
 
-// containerStatuses builds the API statuses of one list of containers.
-// initializing marks regular containers whose pod is still running init
-// containers: they wait with PodInitializing.
-func containerStatuses(in Input, specs []v1.Container, rs *runtime.PodStatus, initializing bool, previous []v1.ContainerStatus) []v1.ContainerStatus {
+// The kubelet's words for a container it lost track of.
+const (
+	reasonStatusUnknown = "ContainerStatusUnknown"
+	// msgNotLocated: a container in the unknown state, or one left
+	// unfinished in a pod's final status.
+	msgNotLocated = "The container could not be located when the pod was terminated"
+	// msgVanished: a container that ran and is no longer in the runtime.
+	msgVanished = "The container could not be located when the pod was deleted.  The container used to be Running"
+	// msgInitAssumed: an init container gone from the runtime of a pod
+	// whose regular containers exist.
+	msgInitAssumed = "Unable to get init container status from container runtime and pod has been initialized, treat it as exited normally"
+	// exitUnknown is the exit code reported for a container whose end
+	// was not seen.
+	exitUnknown = 137
+)
+
+// containerStatuses builds the API statuses of one list of containers,
+// as the kubelet's convertToAPIContainerStatuses does. hasInits makes a
+// container without an instance wait with PodInitializing rather than
+// ContainerCreating; isInit marks the init containers.
+func containerStatuses(in Input, specs []v1.Container, rs *runtime.PodStatus, hasInits, isInit bool, previous []v1.ContainerStatus) []v1.ContainerStatus {
 	if len(specs) == 0 {
 		return nil
+	}
+	pod := in.Pod
+	waitReason := "ContainerCreating"
+	if hasInits {
+		waitReason = "PodInitializing"
 	}
 	out := make([]v1.ContainerStatus, 0, len(specs))
 	for i := range specs {
 		c := &specs[i]
-		instances := rs.ContainerStatusesByName(c.Name)
-		st := v1.ContainerStatus{Name: c.Name, Image: c.Image}
-		if len(instances) == 0 {
-			reason := "ContainerCreating"
-			if initializing {
-				reason = "PodInitializing"
+		old := findStatus(previous, c.Name)
+		newest, before := instances(rs, c.Name)
+		var st v1.ContainerStatus
+		switch {
+		case newest != nil:
+			st = convert(newest, old)
+			if before != nil {
+				st.LastTerminationState = convert(before, old).State
 			}
-			st.State.Waiting = &v1.ContainerStateWaiting{Reason: reason}
-			if w, ok := in.Waiting[c.Name]; ok {
-				st.State.Waiting = &v1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
-			}
-			st.Started = boolPtr(false)
-			out = append(out, st)
-			continue
-		}
-		newest := instances[0]
-		st.ContainerID = newest.ID.String()
-		st.ImageID = newest.ImageRef
-		if newest.Image != "" && c.Image == "" {
-			st.Image = newest.Image
-		}
-		st.RestartCount = int32(newest.RestartCount)
-		st.State = state(newest)
-		if len(instances) > 1 {
-			st.LastTerminationState = state(instances[1])
-		}
-		if newest.State != runtime.ContainerStateRunning {
-			if w, ok := in.Waiting[c.Name]; ok {
-				// The container is to be restarted but could not be:
-				// waiting with the reason, the exit as the last state.
-				st.LastTerminationState = st.State
-				st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}}
+		case old != nil && old.State.Terminated != nil:
+			// The container is gone from the runtime; how it ended is
+			// still known.
+			st = *old.DeepCopy()
+		default:
+			st = v1.ContainerStatus{Name: c.Name, Image: c.Image, State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: waitReason}}}
+			if old != nil {
+				st.RestartCount = old.RestartCount
+				st.LastTerminationState = *old.LastTerminationState.DeepCopy()
+				if old.State.Running != nil && st.LastTerminationState.Terminated == nil {
+					// It ran and vanished: it stopped, with an unknown
+					// end, rather than never having run.
+					st.LastTerminationState.Terminated = &v1.ContainerStateTerminated{Reason: reasonStatusUnknown, Message: msgVanished, ExitCode: exitUnknown}
+					if pod.DeletionTimestamp == nil {
+						st.RestartCount++
+					}
+				}
 			}
 		}
-		running := newest.State == runtime.ContainerStateRunning
-		started := running
-		if v, ok := in.Started[st.ContainerID]; ok {
-			started = running && v
-		} else if c.StartupProbe != nil {
-			started = false
+		if c.Image != "" {
+			st.Image = c.Image
 		}
-		st.Started = boolPtr(started)
-		ready := running && started
-		if v, ok := in.Ready[st.ContainerID]; ok {
-			ready = ready && v
-		} else if c.ReadinessProbe != nil {
-			ready = false
-		}
-		st.Ready = ready
+		waitingReason(in, c, rs, newest, isInit, &st)
+		probed(in, c, isInit, &st)
 		out = append(out, st)
 	}
 	return out
 }
 
-func boolPtr(b bool) *bool { return &b }
-
-func state(c *runtime.ContainerStatus) v1.ContainerState {
-	switch c.State {
-	case runtime.ContainerStateRunning:
-		return v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(c.StartedAt)}}
-	case runtime.ContainerStateExited:
-		return v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
-			ExitCode:    int32(c.ExitCode),
-			Reason:      c.Reason,
-			Message:     c.Message,
-			StartedAt:   metav1.NewTime(c.StartedAt),
-			FinishedAt:  metav1.NewTime(c.FinishedAt),
-			ContainerID: c.ID.String(),
-		}}
-	case runtime.ContainerStateUnknown:
-		return v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
-			ExitCode: 137, Reason: "ContainerStatusUnknown",
-			Message: "The container could not be located when the pod was terminated", ContainerID: c.ID.String(),
-		}}
+// waitingReason puts the last sync's failure (ErrImagePull,
+// CrashLoopBackOff...) on a container that is to be started again, and
+// treats an init container that vanished from an initialized pod as
+// completed.
+func waitingReason(in Input, c *v1.Container, rs *runtime.PodStatus, newest *runtime.ContainerStatus, isInit bool, st *v1.ContainerStatus) {
+	if isInit {
+		if newest != nil && newest.State == runtime.ContainerStateExited && newest.ExitCode == 0 {
+			return // completed: it is not run again
+		}
+		if newest == nil && !isSidecar(c) && st.State.Waiting != nil && regularCreated(in.Pod, rs) {
+			st.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: "Completed", Message: msgInitAssumed}}
+			return
+		}
 	}
-	return v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}
+	if !toRestart(in.Pod, c, newest) {
+		return
+	}
+	w, ok := in.Waiting[c.Name]
+	if !ok {
+		return
+	}
+	if st.State.Terminated != nil {
+		st.LastTerminationState = st.State
+	}
+	st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}}
 }
+
+// toRestart is the kubelet's ShouldContainerBeRestarted: whether the
+// next sync starts the container (again).
+func toRestart(pod *v1.Pod, c *v1.Container, newest *runtime.ContainerStatus) bool {
+	switch {
+	case pod.DeletionTimestamp != nil:
+		return false
+	case newest == nil:
+		return true
+	case newest.State == runtime.ContainerStateRunning:
+		return false
+	case newest.State == runtime.ContainerStateUnknown, newest.State == runtime.ContainerStateCreated:
+		return true
+	case isSidecar(c):
+		return true
+	}
+	switch pod.Spec.RestartPolicy {
+	case v1.RestartPolicyNever:
+		return false
+	case v1.RestartPolicyOnFailure:
+		return newest.ExitCode != 0
+	}
+	return true
+}
+
+// probed sets started and ready from the probes' verdicts, as the
+// kubelet's prober does.
+func probed(in Input, c *v1.Container, isInit bool, st *v1.ContainerStatus) {
+	running := st.State.Running != nil
+	started := running
+	if v, ok := in.Started[st.ContainerID]; ok {
+		started = running && v
+	} else if c.StartupProbe != nil {
+		started = false
+	}
+	st.Started = boolPtr(started)
+	if isInit && !isSidecar(c) {
+		// A regular init container is ready once it has completed.
+		st.Ready = st.State.Terminated != nil && st.State.Terminated.ExitCode == 0
+		return
+	}
+	ready := running && started
+	if v, ok := in.Ready[st.ContainerID]; ok {
+		ready = ready && v
+	} else if c.ReadinessProbe != nil {
+		ready = false
+	}
+	st.Ready = ready
+}
+
+// instances returns the newest and the one before of the named
+// container (statuses are newest first).
+func instances(rs *runtime.PodStatus, name string) (newest, before *runtime.ContainerStatus) {
+	for _, cs := range rs.ContainerStatuses {
+		if cs.Name != name {
+			continue
+		}
+		if newest == nil {
+			newest = cs
+			continue
+		}
+		return newest, cs
+	}
+	return newest, nil
+}
+
+// regularCreated reports whether any regular container of the pod exists
+// in the runtime.
+func regularCreated(pod *v1.Pod, rs *runtime.PodStatus) bool {
+	for i := range pod.Spec.Containers {
+		if rs.FindContainerStatus(pod.Spec.Containers[i].Name) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// convert is the API status of one container instance. old is the
+// container's previous API status: a container in the unknown state that
+// was running is reported terminated with an unknown end.
+func convert(cs *runtime.ContainerStatus, old *v1.ContainerStatus) v1.ContainerStatus {
+	st := v1.ContainerStatus{
+		Name:         cs.Name,
+		Image:        cs.Image,
+		ImageID:      cs.ImageRef,
+		ContainerID:  cs.ID.String(),
+		RestartCount: int32(cs.RestartCount),
+	}
+	switch {
+	case cs.State == runtime.ContainerStateRunning:
+		st.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cs.StartedAt)}
+	case cs.State == runtime.ContainerStateExited:
+		st.State.Terminated = &v1.ContainerStateTerminated{
+			ExitCode:    int32(cs.ExitCode),
+			Reason:      cs.Reason,
+			Message:     cs.Message,
+			StartedAt:   metav1.NewTime(cs.StartedAt),
+			FinishedAt:  metav1.NewTime(cs.FinishedAt),
+			ContainerID: st.ContainerID,
+		}
+	case cs.State == runtime.ContainerStateUnknown && old != nil && old.State.Running != nil:
+		st.State.Terminated = &v1.ContainerStateTerminated{Reason: reasonStatusUnknown, Message: msgNotLocated, ExitCode: exitUnknown}
+		st.RestartCount = old.RestartCount + 1
+	default:
+		// Created, or unknown without a record of running: waiting.
+		st.State.Waiting = &v1.ContainerStateWaiting{}
+	}
+	return st
+}
+
+func boolPtr(b bool) *bool { return &b }

@@ -2,25 +2,102 @@
 // them.
 //
 // Generate is a pure function from a pod's spec, the runtime's latest
-// observation (runtime.PodStatus), the last sync's waiting reasons and the
-// probes' verdicts to a v1.PodStatus:
+// observation (runtime.PodStatus), the previous status, the last sync's
+// waiting reasons, the probes' verdicts and how far the pod is in its
+// termination (Input.Stage) to a v1.PodStatus:
 //
 //   - container statuses (init, regular, ephemeral): state from the
 //     newest instance; last state from the one before, or from the newest
 //     when it is waiting to restart; restart count; ready (running,
-//     started, and ready by its readiness probe if it has one); started
-//     (running, and past its startup probe if it has one); waiting reasons
-//     ContainerCreating, PodInitializing, or the sync's (ErrImagePull,
-//     CrashLoopBackOff, CreateContainerConfigError...);
+//     started, and ready by its readiness probe if it has one; a regular
+//     init container is ready once it completed with exit code 0, never
+//     while it runs); started (running, and past its startup probe if it
+//     has one); waiting reasons ContainerCreating, PodInitializing (every
+//     container of a pod with init containers, init containers included,
+//     before it first runs), or the sync's (ErrImagePull,
+//     CrashLoopBackOff, CreateContainerConfigError...) on a container the
+//     next sync starts (again). A container the runtime no longer has
+//     keeps its terminated state; one that ran and vanished shows a last
+//     state terminated with ContainerStatusUnknown and exit code 137 (and
+//     one more restart unless the pod is being deleted); one in the
+//     runtime's unknown state that was running is terminated with
+//     ContainerStatusUnknown; an init container gone from a pod whose
+//     regular containers exist is taken as completed;
 //   - the phase with the kubelet's rules: Pending while init containers
 //     run or containers wait; Running while a container runs or restarts;
 //     Succeeded or Failed when all have stopped under OnFailure or Never
 //     (a failed init container under Never fails the pod); a terminal
-//     phase never changes;
-//   - the conditions PodReadyToStartContainers, Initialized,
-//     ContainersReady, Ready (with readiness gates) and PodScheduled, with
-//     transition times kept while the status does not change;
+//     phase never changes. Sidecars (init containers with restartPolicy
+//     Always) count with the regular containers: a running sidecar keeps
+//     the pod Running, so a Never pod whose regular containers finished
+//     turns Succeeded or Failed only once its sidecars have stopped; a
+//     stopped or crash-looping sidecar counts for nothing; a sidecar that
+//     runs but has not passed its startup probe keeps the pod Pending
+//     only until a regular container exists in the current sandbox.
+//     When no previous status is given, the pod's own status (as the API
+//     server has it) is the previous one, and a terminal phase there is
+//     kept too;
+//   - the termination, from Input.Stage: once the pod's containers were
+//     stopped for good (Stopped, the kubelet's podIsTerminal) the phase
+//     is Succeeded or Failed by the containers' exits whatever the
+//     restart policy; the final status (Terminated, the kubelet's
+//     TerminatePod) reports every container that has not terminated as
+//     terminated with ContainerStatusUnknown and exit code 137, and a pod
+//     still Pending or Running as Failed. Static pods (a
+//     kubernetes.io/config.source other than "api") are the kubelet's
+//     exception: their phase keeps following the restart policy, so a
+//     static pod with restartPolicy Always ends Running;
+//   - the pod's reason and message, kept from the previous status (or,
+//     when it has none, from the API's) while the phase stays the same,
+//     and dropped when the phase changes;
+//   - the conditions PodReadyToStartContainers, Initialized, Ready,
+//     ContainersReady and PodScheduled, in the kubelet's order, with its
+//     reasons and messages, and transition times kept while the status
+//     does not change: ContainersNotReady "containers with unready
+//     status: [a b]" (and "containers with unknown status: [...]");
+//     ContainersNotInitialized "containers with incomplete status:
+//     [...]"; ReadinessGatesNotReady naming each gate that is missing or
+//     not True; PodCompleted on Initialized, ContainersReady and Ready
+//     once the pod has Succeeded, PodFailed on ContainersReady and Ready
+//     once it has Failed; PodSandboxNotReady on PodReadyToStartContainers
+//     with the kubelet's message ("no pod sandbox exists", "pod sandbox
+//     is not ready"...). PodReadyToStartContainers is True exactly when
+//     runtime.SandboxChanged, the rule the sync decides with, says no new
+//     sandbox is needed: not with several ready sandboxes, a stopped
+//     newest one, a network namespace that does not match
+//     spec.hostNetwork, or a pod-network sandbox without an IP. Sidecars count in ContainersReady (and so in
+//     Ready) like regular containers. Initialized turns True once every
+//     regular init container completed and every sidecar started, or once
+//     a regular container has started, and then stays True (a sidecar
+//     restarting later, or a pod initializing again in a new sandbox,
+//     does not undo it);
 //   - pod and host IPs, start time and QoS class.
+//
+// Generate differs from the kubelet where nodekit lacks what the
+// kubelet's behaviour rests on, or where the kubelet's own data is not at
+// hand:
+//
+//   - per-container restart rules and restarting all containers in place
+//     (the kubelet's ContainerRestartRules and
+//     RestartAllContainersOnContainerExits) are not implemented by
+//     runtime/cri, so the phase follows the pod's restartPolicy (and
+//     sidecars' Always) only, there is no AllContainersRestarting
+//     condition, and restart counts and last states are not carried over
+//     from the previous status;
+//   - a pod is never failed by the agent itself with a reason of its own
+//     (the kubelet's eviction and active-deadline handlers, which set
+//     Failed with Evicted or DeadlineExceeded): the pod workers have no
+//     such seam yet, so an evicted pod ends in the phase its containers'
+//     exits give;
+//   - conditions the kubelet does not own (readiness gates' conditions,
+//     DisruptionTarget) and observedGeneration are not part of the
+//     generated status: a sink that patches an API server keeps them;
+//   - a container's image is the spec's, not the name the runtime
+//     reports (the runtime's is used only when the spec has none);
+//   - in the final status, whether the pod ever initialized is read from
+//     the previous status, where the kubelet reads its copy of the API's;
+//   - a container whose sandbox the runtime does not report counts as in
+//     the current sandbox when deciding whether the pod has initialized.
 //
 // Manager keeps the latest status of each pod with a version, merges the
 // probes' readiness and startup verdicts (SetContainerReadiness,

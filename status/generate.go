@@ -1,6 +1,8 @@
 package status
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -38,15 +40,45 @@ type Input struct {
 	NodeIPs []string
 	// Now stamps new transitions.
 	Now time.Time
+	// Stage is where the pod is in its termination; the zero value,
+	// Syncing, is a pod that runs.
+	Stage Stage
 }
+
+// Stage is where a pod is in its termination, as its pod worker sees it.
+type Stage int
+
+// The stages, in order.
+const (
+	// Syncing: the pod runs, or is being terminated but its containers
+	// have not been stopped yet; containers may still restart.
+	Syncing Stage = iota
+	// Stopped: the pod is being terminated (deleted, its source removed
+	// it, evicted, or finished) and its containers have been stopped for
+	// good, the kubelet's podIsTerminal. Once nothing runs the phase is
+	// Succeeded when every regular container exited 0 and Failed
+	// otherwise, whatever the restart policy; except for a static pod,
+	// whose phase still follows its restart policy, as with the kubelet.
+	Stopped
+	// Terminated: the pod's final status, the kubelet's TerminatePod on
+	// top of Stopped. Every container that has not terminated is
+	// reported terminated with ContainerStatusUnknown and exit code 137
+	// (regular containers only once the pod has initialized; init
+	// containers up to the last that tried to start), and a pod other
+	// than a static one that is still Pending or Running is Failed.
+	Terminated
+)
 
 // Generate computes a pod's API status from its spec and what the
 // runtime observed, with the kubelet's rules (pkg/kubelet/kubelet_pods.go
 // and pkg/kubelet/status): container statuses with state, last state,
-// restart count, ready and started; the phase; the PodScheduled,
-// PodReadyToStartContainers, Initialized, ContainersReady and Ready
-// conditions; IPs, start time and QoS class. A terminal phase in
-// Previous never changes. It is a pure function.
+// restart count, ready and started; the phase, with its reason and
+// message kept while it lasts; the PodReadyToStartContainers,
+// Initialized, Ready, ContainersReady and PodScheduled conditions with
+// their reasons and messages; IPs, start time and QoS class. in.Stage
+// gives the phase and container states of a pod being terminated. A
+// terminal phase in Previous (or in the pod's own status) never changes.
+// It is a pure function: it reads in and never modifies it.
 func Generate(in Input) v1.PodStatus {
 	pod := in.Pod
 	rs := in.Runtime
@@ -55,22 +87,41 @@ func Generate(in Input) v1.PodStatus {
 	}
 	prev := in.Previous
 	if prev == nil {
-		prev = &v1.PodStatus{}
+		// As the kubelet does: without a status of its own, the one the
+		// pod came with is the previous one.
+		prev = &pod.Status
 	}
 	s := v1.PodStatus{QOSClass: podutil.QOSClass(pod)}
 
-	initialized := containersStarted(pod, rs)
-	s.InitContainerStatuses = containerStatuses(in, pod.Spec.InitContainers, rs, false, prev.InitContainerStatuses)
-	s.ContainerStatuses = containerStatuses(in, pod.Spec.Containers, rs, !initialized, prev.ContainerStatuses)
+	hasInits := len(pod.Spec.InitContainers) > 0
+	s.InitContainerStatuses = containerStatuses(in, pod.Spec.InitContainers, rs, hasInits, true, prev.InitContainerStatuses)
+	s.ContainerStatuses = containerStatuses(in, pod.Spec.Containers, rs, hasInits, false, prev.ContainerStatuses)
 	var eph []v1.Container
 	for i := range pod.Spec.EphemeralContainers {
 		eph = append(eph, v1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon))
 	}
-	s.EphemeralContainerStatuses = containerStatuses(in, eph, rs, false, prev.EphemeralContainerStatuses)
+	s.EphemeralContainerStatuses = containerStatuses(in, eph, rs, hasInits, false, prev.EphemeralContainerStatuses)
 
-	s.Phase = phase(pod, s.InitContainerStatuses, s.ContainerStatuses)
-	if prev.Phase == v1.PodSucceeded || prev.Phase == v1.PodFailed {
+	podIsTerminal := in.Stage >= Stopped && !podutil.IsStatic(pod)
+	s.Phase = phase(pod, s.InitContainerStatuses, s.ContainerStatuses, activeRegularStarted(pod, rs), podIsTerminal)
+	// A terminal phase, the API's or this agent's, never changes.
+	switch {
+	case terminalPhase(pod.Status.Phase):
+		s.Phase = pod.Status.Phase
+	case terminalPhase(prev.Phase):
 		s.Phase = prev.Phase
+	}
+	// The pod's reason and message belong to its phase: kept while it
+	// lasts (from the API's status when the previous one has none),
+	// dropped when it changes.
+	if s.Phase == prev.Phase {
+		s.Reason, s.Message = prev.Reason, prev.Message
+		if s.Reason == "" {
+			s.Reason = pod.Status.Reason
+		}
+		if s.Message == "" {
+			s.Message = pod.Status.Message
+		}
 	}
 
 	if len(in.NodeIPs) > 0 {
@@ -99,66 +150,330 @@ func Generate(in Input) v1.PodStatus {
 		s.StartTime = &t
 	}
 
-	sandboxReady := rs.ReadySandbox() != nil && (pod.Spec.HostNetwork || len(rs.IPs) > 0)
-	initDone := initContainersDone(pod, s.InitContainerStatuses)
-	containersReady := len(s.ContainerStatuses) > 0
-	for _, c := range s.ContainerStatuses {
-		containersReady = containersReady && c.Ready
+	s.Conditions = conditions(pod, rs, &s, prev, metav1.NewTime(in.Now))
+	if in.Stage == Terminated {
+		finish(pod, &s, prev)
 	}
-	terminal := s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed
-	ready := containersReady && !terminal && gatesPass(pod)
-	conds := []v1.PodCondition{
-		cond(v1.PodReadyToStartContainers, sandboxReady && !terminal, ""),
-		cond(v1.PodInitialized, initDone, reasonIf(!initDone, "ContainersNotInitialized")),
-		cond(v1.ContainersReady, containersReady && !terminal, reasonIf(!containersReady, "ContainersNotReady")),
-		cond(v1.PodReady, ready, reasonIf(!ready, readyReason(containersReady, terminal))),
-		cond(v1.PodScheduled, true, ""),
+	return s
+}
+
+func terminalPhase(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
+
+// finish turns a pod's status into its final one, as the kubelet's
+// TerminatePod does: what has not terminated is reported terminated
+// with an unknown end, and a pod other than a static one ends Failed
+// unless it already ended.
+func finish(pod *v1.Pod, s *v1.PodStatus, prev *v1.PodStatus) {
+	unknown := func() v1.ContainerState {
+		return v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: reasonStatusUnknown, Message: msgNotLocated, ExitCode: exitUnknown}}
 	}
-	if terminal && prev.Phase != s.Phase {
-		// A pod that just finished: Initialized stays as it was.
-		conds[1] = cond(v1.PodInitialized, true, "")
-		for _, c := range prev.Conditions {
-			if c.Type == v1.PodInitialized {
-				conds[1].Status = c.Status
+	if everInitialized(pod, prev) {
+		for i := range s.ContainerStatuses {
+			if s.ContainerStatuses[i].State.Terminated == nil {
+				s.ContainerStatuses[i].State = unknown()
 			}
 		}
 	}
+	// Init containers up to the last one that tried to start; when none
+	// did, the first.
+	last := 0
+	for i := len(s.InitContainerStatuses) - 1; i >= 0; i-- {
+		st := &s.InitContainerStatuses[i]
+		if st.State.Waiting == nil || st.LastTerminationState.Terminated != nil {
+			last = i
+			break
+		}
+	}
+	for i := 0; i < len(s.InitContainerStatuses) && i <= last; i++ {
+		if s.InitContainerStatuses[i].State.Terminated == nil {
+			s.InitContainerStatuses[i].State = unknown()
+		}
+	}
+	if !podutil.IsStatic(pod) && !terminalPhase(s.Phase) {
+		s.Phase = v1.PodFailed
+	}
+}
+
+// everInitialized is the kubelet's hasPodInitialized, read from the
+// previous status: the pod has no init containers, a regular container
+// has left the waiting state once, or the last init container completed
+// (a sidecar: runs and has started).
+func everInitialized(pod *v1.Pod, prev *v1.PodStatus) bool {
+	if len(pod.Spec.InitContainers) == 0 {
+		return true
+	}
+	for _, st := range prev.ContainerStatuses {
+		if st.LastTerminationState.Terminated != nil || st.State.Waiting == nil {
+			return true
+		}
+	}
+	n := len(prev.InitContainerStatuses)
+	if n == 0 || n > len(pod.Spec.InitContainers) {
+		return false
+	}
+	c, st := &pod.Spec.InitContainers[n-1], prev.InitContainerStatuses[n-1]
+	if c.Name != st.Name {
+		return false
+	}
+	if isSidecar(c) {
+		return st.State.Running != nil && st.Started != nil && *st.Started
+	}
+	done := func(t *v1.ContainerStateTerminated) bool { return t != nil && t.ExitCode == 0 }
+	return done(st.LastTerminationState.Terminated) || done(st.State.Terminated)
+}
+
+// The reasons of the kubelet's pod conditions.
+const (
+	reasonUnknownStatuses    = "UnknownContainerStatuses"
+	reasonPodCompleted       = "PodCompleted"
+	reasonPodFailed          = "PodFailed"
+	reasonNotReady           = "ContainersNotReady"
+	reasonNotInitialized     = "ContainersNotInitialized"
+	reasonGatesNotReady      = "ReadinessGatesNotReady"
+	reasonSandboxNotReady    = "PodSandboxNotReady"
+	msgUnknownStatusesFormat = "containers with unknown status: "
+)
+
+// conditions are the kubelet's pod conditions, in its order:
+// PodReadyToStartContainers, Initialized, Ready, ContainersReady,
+// PodScheduled. A condition keeps its previous transition time while its
+// status does not change.
+func conditions(pod *v1.Pod, rs *runtime.PodStatus, s, prev *v1.PodStatus, now metav1.Time) []v1.PodCondition {
+	containersReady := containersReadyCondition(pod, s)
+	conds := []v1.PodCondition{
+		readyToStartCondition(pod, rs),
+		initializedCondition(pod, s, prev),
+		readyCondition(pod, containersReady),
+		containersReady,
+		{Type: v1.PodScheduled, Status: v1.ConditionTrue},
+	}
 	for i := range conds {
-		conds[i].LastTransitionTime = metav1.NewTime(in.Now)
+		conds[i].LastTransitionTime = now
 		for _, p := range prev.Conditions {
 			if p.Type == conds[i].Type && p.Status == conds[i].Status {
 				conds[i].LastTransitionTime = p.LastTransitionTime
 			}
 		}
 	}
-	s.Conditions = conds
-	return s
+	return conds
 }
 
-func reasonIf(b bool, r string) string {
-	if b {
-		return r
+// listMessage joins the kubelet's message parts: for each non-empty list
+// of container names, its prefix and the names as "[a b]"; parts are
+// separated by ", ". It allocates once.
+func listMessage(prefix1 string, list1 []string, prefix2 string, list2 []string) string {
+	var b strings.Builder
+	part := func(prefix string, list []string) {
+		if len(list) == 0 {
+			return
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(prefix)
+		b.WriteByte('[')
+		for i, n := range list {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(n)
+		}
+		b.WriteByte(']')
+	}
+	n := len(prefix1) + len(prefix2) + 6
+	for _, l := range [][]string{list1, list2} {
+		for _, name := range l {
+			n += len(name) + 1
+		}
+	}
+	b.Grow(n)
+	part(prefix1, list1)
+	part(prefix2, list2)
+	return b.String()
+}
+
+// readyToStartCondition is True when the pod needs no new sandbox, by
+// the very rule the sync decides it with (runtime.SandboxChanged), so the
+// condition and the sync never disagree.
+func readyToStartCondition(pod *v1.Pod, rs *runtime.PodStatus) v1.PodCondition {
+	if changed, _, _ := runtime.SandboxChanged(pod, rs); !changed {
+		return v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionTrue}
+	}
+	return v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionFalse, Reason: reasonSandboxNotReady, Message: sandboxMessage(pod, rs)}
+}
+
+// sandboxMessage says, in the kubelet's words, why the pod needs a new
+// sandbox: the first of runtime.SandboxChanged's rules that holds.
+func sandboxMessage(pod *v1.Pod, rs *runtime.PodStatus) string {
+	if len(rs.SandboxStatuses) == 0 {
+		return "no pod sandbox exists"
+	}
+	ready := 0
+	for _, sb := range rs.SandboxStatuses {
+		if sb.State == runtime.SandboxStateReady {
+			ready++
+		}
+	}
+	newest := rs.SandboxStatuses[0]
+	switch {
+	case ready > 1:
+		return "multiple pod sandboxes are ready and need to be reconciled"
+	case newest.State != runtime.SandboxStateReady:
+		return "pod sandbox is not ready"
+	case (newest.NetworkMode == runtime.NamespaceModeNode) != pod.Spec.HostNetwork:
+		return "network namespace mode changed and sandbox needs to be recreated"
+	case !pod.Spec.HostNetwork && len(newest.IPs) == 0:
+		return "pod sandbox has no IP address"
 	}
 	return ""
 }
 
+// containersReadyCondition is the kubelet's ContainersReady: every
+// sidecar and regular container is ready; PodCompleted or PodFailed once the pod has
+// ended.
+func containersReadyCondition(pod *v1.Pod, s *v1.PodStatus) v1.PodCondition {
+	c := v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionFalse}
+	if len(s.ContainerStatuses) == 0 && len(s.InitContainerStatuses) == 0 {
+		c.Reason = reasonUnknownStatuses
+		return c
+	}
+	var buf1, buf2 [4]string // no allocation for short lists
+	unknown, unready := buf1[:0], buf2[:0]
+	for i := range pod.Spec.InitContainers {
+		if c := &pod.Spec.InitContainers[i]; isSidecar(c) {
+			switch st := findStatus(s.InitContainerStatuses, c.Name); {
+			case st == nil:
+				unknown = append(unknown, c.Name)
+			case !st.Ready:
+				unready = append(unready, c.Name)
+			}
+		}
+	}
+	for i := range pod.Spec.Containers {
+		name := pod.Spec.Containers[i].Name
+		switch st := findStatus(s.ContainerStatuses, name); {
+		case st == nil:
+			unknown = append(unknown, name)
+		case !st.Ready:
+			unready = append(unready, name)
+		}
+	}
+	switch {
+	case s.Phase == v1.PodSucceeded && len(unknown) == 0:
+		c.Reason = reasonPodCompleted
+		return c
+	case s.Phase == v1.PodFailed:
+		c.Reason = reasonPodFailed
+		return c
+	}
+	if len(unknown)+len(unready) > 0 {
+		c.Reason, c.Message = reasonNotReady, listMessage(msgUnknownStatusesFormat, unknown, "containers with unready status: ", unready)
+		return c
+	}
+	c.Status = v1.ConditionTrue
+	return c
+}
+
+// readyCondition is the kubelet's Ready: ContainersReady, and then every
+// readiness gate's condition True in the pod's status (set by others,
+// such as controllers).
+func readyCondition(pod *v1.Pod, containersReady v1.PodCondition) v1.PodCondition {
+	if containersReady.Status != v1.ConditionTrue {
+		return v1.PodCondition{Type: v1.PodReady, Status: containersReady.Status, Reason: containersReady.Reason, Message: containersReady.Message}
+	}
+	var msgs []string
+	for _, g := range pod.Spec.ReadinessGates {
+		var found *v1.PodCondition
+		for i := range pod.Status.Conditions {
+			if pod.Status.Conditions[i].Type == g.ConditionType {
+				found = &pod.Status.Conditions[i]
+				break
+			}
+		}
+		switch {
+		case found == nil:
+			msgs = append(msgs, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", string(g.ConditionType)))
+		case found.Status != v1.ConditionTrue:
+			msgs = append(msgs, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", string(g.ConditionType), found.Status))
+		}
+	}
+	if len(msgs) > 0 {
+		return v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: reasonGatesNotReady, Message: strings.Join(msgs, ", ")}
+	}
+	return v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue}
+}
+
+// initializedCondition is the kubelet's Initialized: every regular init
+// container completed and every sidecar started, or a regular container
+// has started, or the condition was True before; PodCompleted once the
+// pod has succeeded.
+func initializedCondition(pod *v1.Pod, s, prev *v1.PodStatus) v1.PodCondition {
+	c := v1.PodCondition{Type: v1.PodInitialized, Status: v1.ConditionFalse}
+	var buf1, buf2 [4]string // no allocation for short lists
+	unknown, incomplete := buf1[:0], buf2[:0]
+	for i := range pod.Spec.InitContainers {
+		ic := &pod.Spec.InitContainers[i]
+		st := findStatus(s.InitContainerStatuses, ic.Name)
+		switch {
+		case st == nil:
+			unknown = append(unknown, ic.Name)
+		case !initContainerDone(ic, st):
+			incomplete = append(incomplete, ic.Name)
+		}
+	}
+	if s.Phase == v1.PodSucceeded && len(unknown) == 0 {
+		c.Status, c.Reason = v1.ConditionTrue, reasonPodCompleted
+		return c
+	}
+	if regularStarted(s.ContainerStatuses) {
+		// Initialized once: a sidecar restarting later does not undo it.
+		c.Status = v1.ConditionTrue
+		return c
+	}
+	if len(unknown)+len(incomplete) > 0 {
+		for _, p := range prev.Conditions {
+			if p.Type == v1.PodInitialized && p.Status == v1.ConditionTrue {
+				// Nor does a pod that initializes again (in a new
+				// sandbox) lose the condition.
+				c.Status = v1.ConditionTrue
+				return c
+			}
+		}
+		c.Reason, c.Message = reasonNotInitialized, listMessage(msgUnknownStatusesFormat, unknown, "containers with incomplete status: ", incomplete)
+		return c
+	}
+	c.Status = v1.ConditionTrue
+	return c
+}
+
+// regularStarted: a regular container runs or has run.
+func regularStarted(statuses []v1.ContainerStatus) bool {
+	for i := range statuses {
+		if statuses[i].State.Running != nil || statuses[i].State.Terminated != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// initContainerDone: a sidecar has started, a regular init container
+// completed with exit code 0.
+func initContainerDone(c *v1.Container, st *v1.ContainerStatus) bool {
+	if isSidecar(c) {
+		return st.Started != nil && *st.Started
+	}
+	return st.State.Terminated != nil && st.State.Terminated.ExitCode == 0
+}
+
+// readyReason is the reason of a Ready condition that is not True.
 func readyReason(containersReady, terminal bool) string {
 	switch {
 	case terminal:
-		return "PodCompleted"
+		return reasonPodCompleted
 	case !containersReady:
-		return "ContainersNotReady"
+		return reasonNotReady
 	}
-	return "ReadinessGatesNotReady"
-}
-
-func cond(t v1.PodConditionType, ok bool, reason string) v1.PodCondition {
-	c := v1.PodCondition{Type: t, Status: v1.ConditionFalse, Reason: reason}
-	if ok {
-		c.Status = v1.ConditionTrue
-		c.Reason = ""
-	}
-	return c
+	return reasonGatesNotReady
 }
 
 // gatesPass reports whether every readiness gate's condition is True in
@@ -180,39 +495,6 @@ func gatesPass(pod *v1.Pod) bool {
 
 func isSidecar(c *v1.Container) bool { return podutil.IsRestartableInit(c) }
 
-// containersStarted reports whether a regular container has been
-// created, the sign that initialization is over.
-func containersStarted(pod *v1.Pod, rs *runtime.PodStatus) bool {
-	if len(pod.Spec.InitContainers) == 0 {
-		return true
-	}
-	for i := range pod.Spec.Containers {
-		if rs.FindContainerStatus(pod.Spec.Containers[i].Name) != nil {
-			return true
-		}
-	}
-	return false
-}
-
-// initContainersDone: every regular init container exited 0 and every
-// sidecar has started.
-func initContainersDone(pod *v1.Pod, statuses []v1.ContainerStatus) bool {
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		st := findStatus(statuses, c.Name)
-		if isSidecar(c) {
-			if st == nil || st.Started == nil || !*st.Started {
-				return false
-			}
-			continue
-		}
-		if st == nil || st.State.Terminated == nil || st.State.Terminated.ExitCode != 0 {
-			return false
-		}
-	}
-	return true
-}
-
 func findStatus(list []v1.ContainerStatus, name string) *v1.ContainerStatus {
 	for i := range list {
 		if list[i].Name == name {
@@ -222,15 +504,42 @@ func findStatus(list []v1.ContainerStatus, name string) *v1.ContainerStatus {
 	return nil
 }
 
-// phase is the kubelet's getPhase.
-func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus) v1.PodPhase {
-	pendingInit, failedInit := 0, 0
+// phase is the kubelet's getPhase. Sidecars count with the regular
+// containers: a running one is running (so a pod whose regular containers
+// finished stays Running until its sidecars stop), a stopped or
+// crash-looping one counts for nothing, and one that runs but has not
+// passed its startup probe keeps the pod Pending only until the pod has
+// initialized (initialized: a regular container exists in the current
+// sandbox).
+//
+// terminal is the kubelet's podIsTerminal (never set for static pods):
+// the containers will not run again, so once nothing runs the pod has
+// Succeeded or Failed whatever its restart policy.
+func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus, initialized, terminal bool) v1.PodPhase {
+	var pendingInit, pendingSidecars, failedInit int
+	var unknown, running, waiting, stopped, succeeded int
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		st := findStatus(inits, c.Name)
 		if isSidecar(c) {
-			if st == nil || st.Started == nil || !*st.Started {
-				pendingInit++
+			switch {
+			case st == nil:
+				unknown++
+			case st.State.Running != nil:
+				running++
+				if st.Started == nil || !*st.Started {
+					pendingSidecars++
+				}
+			case st.State.Terminated != nil:
+				// A stopped sidecar does not count.
+			case st.State.Waiting != nil:
+				if st.LastTerminationState.Terminated == nil {
+					pendingSidecars++
+					waiting++
+				}
+			default:
+				pendingSidecars++
+				unknown++
 			}
 			continue
 		}
@@ -244,16 +553,15 @@ func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus) v1.PodPhase {
 				failedInit++
 			}
 		case st.State.Waiting != nil:
-			if t := st.LastTerminationState.Terminated; t != nil && t.ExitCode != 0 {
-				failedInit++
-			} else {
+			if t := st.LastTerminationState.Terminated; t == nil {
 				pendingInit++
+			} else if t.ExitCode != 0 {
+				failedInit++
 			}
 		default:
 			pendingInit++
 		}
 	}
-	var unknown, running, waiting, stopped, succeeded int
 	for i := range pod.Spec.Containers {
 		st := findStatus(containers, pod.Spec.Containers[i].Name)
 		switch {
@@ -280,13 +588,17 @@ func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus) v1.PodPhase {
 		return v1.PodFailed
 	}
 	switch {
-	case pendingInit > 0, failedInit > 0:
-		return v1.PodPending
-	case waiting > 0:
+	case pendingInit > 0, pendingSidecars > 0 && !initialized, waiting > 0:
 		return v1.PodPending
 	case running > 0 && unknown == 0:
 		return v1.PodRunning
 	case running == 0 && stopped > 0 && unknown == 0:
+		if terminal {
+			if stopped == succeeded {
+				return v1.PodSucceeded
+			}
+			return v1.PodFailed
+		}
 		switch pod.Spec.RestartPolicy {
 		case v1.RestartPolicyAlways:
 			return v1.PodRunning
@@ -302,4 +614,25 @@ func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus) v1.PodPhase {
 		return v1.PodFailed
 	}
 	return v1.PodPending
+}
+
+// activeRegularStarted is the kubelet's sign that a pod has initialized:
+// a regular container exists in the pod's current, ready sandbox. A
+// container whose sandbox the runtime did not name counts as in it.
+func activeRegularStarted(pod *v1.Pod, rs *runtime.PodStatus) bool {
+	sb := rs.ReadySandbox()
+	if sb == nil {
+		return false
+	}
+	for _, cs := range rs.ContainerStatuses {
+		if cs.SandboxID != "" && cs.SandboxID != sb.ID {
+			continue
+		}
+		for i := range pod.Spec.Containers {
+			if pod.Spec.Containers[i].Name == cs.Name {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -267,8 +267,8 @@ func TestSidecarPhases(t *testing.T) {
 	}{
 		{"sidecar not started yet", observed(proxy), nil, v1.PodPending, v1.ConditionFalse},
 		{"sidecar started, app running", observed(c("app", running, 0, 0), proxy), started, v1.PodRunning, v1.ConditionTrue},
-		{"app done under Never, sidecar still running", observed(c("app", exited, 0, 0), proxy), started, v1.PodSucceeded, v1.ConditionTrue},
-		{"app failed under Never", observed(c("app", exited, 1, 0), proxy), started, v1.PodFailed, v1.ConditionTrue},
+		{"app done under Never, sidecar still running", observed(c("app", exited, 0, 0), proxy), started, v1.PodRunning, v1.ConditionTrue},
+		{"app failed under Never, sidecar still running", observed(c("app", exited, 1, 0), proxy), started, v1.PodRunning, v1.ConditionTrue},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := status.Generate(status.Input{Pod: p, Runtime: tc.obs, Started: tc.started, Now: now})

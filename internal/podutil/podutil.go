@@ -49,6 +49,15 @@ func IsRestartableInit(c *v1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
+// IsStatic reports whether a pod came from a source other than the API
+// server (a manifest file or URL): its kubernetes.io/config.source
+// annotation is set to something other than "api", as the kubelet
+// decides.
+func IsStatic(pod *v1.Pod) bool {
+	src, ok := pod.Annotations["kubernetes.io/config.source"]
+	return ok && src != "api"
+}
+
 // FullName is "namespace/name".
 func FullName(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
 

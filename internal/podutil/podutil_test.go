@@ -32,3 +32,21 @@ func TestQOSClass(t *testing.T) {
 		}
 	}
 }
+
+func TestIsStatic(t *testing.T) {
+	for _, tc := range []struct {
+		annotations map[string]string
+		want        bool
+	}{
+		{nil, false},
+		{map[string]string{"kubernetes.io/config.source": "api"}, false},
+		{map[string]string{"kubernetes.io/config.source": "file"}, true},
+		{map[string]string{"kubernetes.io/config.source": "http"}, true},
+	} {
+		p := &v1.Pod{}
+		p.Annotations = tc.annotations
+		if got := podutil.IsStatic(p); got != tc.want {
+			t.Errorf("IsStatic with %v = %v, want %v", tc.annotations, got, tc.want)
+		}
+	}
+}

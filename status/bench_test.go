@@ -1,0 +1,51 @@
+package status_test
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/status"
+)
+
+// BenchmarkGenerate measures one status generation for pods of the usual
+// shapes: a running web pod with an init container and a sidecar, a
+// crash-looping pod, and a finished job.
+func BenchmarkGenerate(b *testing.B) {
+	always := v1.ContainerRestartPolicyAlways
+	web := pod(v1.RestartPolicyAlways, []string{"setup", "proxy"}, "app", "metrics", "probed")
+	web.Spec.InitContainers[1].RestartPolicy = &always
+	web.Spec.Containers[2].ReadinessProbe = &v1.Probe{}
+	webObs := observed(
+		c("probed", running, 0, 0), c("metrics", running, 0, 0),
+		c("app", running, 0, 1), c("app", exited, 137, 0),
+		c("proxy", running, 0, 0), c("setup", exited, 0, 0),
+	)
+	crasher := pod(v1.RestartPolicyAlways, nil, "crasher")
+	crashObs := observed(c("crasher", exited, 1, 4), c("crasher", exited, 1, 3))
+	job := pod(v1.RestartPolicyNever, nil, "work")
+	jobObs := &runtime.PodStatus{ContainerStatuses: []*runtime.ContainerStatus{c("work", exited, 0, 0)}}
+
+	for _, tc := range []struct {
+		name    string
+		pod     *v1.Pod
+		obs     *runtime.PodStatus
+		waiting map[string]status.Reason
+		ready   map[string]bool
+	}{
+		{"web", web, webObs, nil, map[string]bool{"fake://probed-0": true}},
+		{"crashloop", crasher, crashObs, map[string]status.Reason{"crasher": {Reason: "CrashLoopBackOff", Message: "back-off 40s"}}, nil},
+		{"job", job, jobObs, nil, nil},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			in := status.Input{Pod: tc.pod, Runtime: tc.obs, Waiting: tc.waiting, Ready: tc.ready, NodeIPs: []string{"127.0.0.1"}, Now: now}
+			prev := status.Generate(in)
+			in.Previous = &prev
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = status.Generate(in)
+			}
+		})
+	}
+}
