@@ -17,12 +17,17 @@
 // SyncPod follows the kubelet's kuberuntime manager (pkg/kubelet/kuberuntime).
 // ComputePodActions, a pure function of the pod spec, the observed
 // runtime.PodStatus and the probes' results, decides what to do; see its
-// doc for the rules: sandbox (re)creation and attempts, init containers in
-// order, sidecars (restartable init containers) gated on their startup
-// probes and restarted whatever the restart policy, ephemeral containers,
-// restart policies, spec-hash changes, liveness and startup failures,
-// unknown states. SyncPod then carries the actions out and reports each
-// step with the kubelet's waiting reason on failure.
+// doc for the rules: sandbox (re)creation and attempts, init containers
+// run in order but judged from the last one backwards (a later init
+// container or sidecar that has run proves the earlier ones ran, so one
+// the runtime no longer shows is not run again), only in the current
+// sandbox, sidecars (restartable init containers) gated on their startup
+// probes and restarted whatever the restart policy, a regular init
+// container that failed or is in an unknown state failing the pod under
+// restartPolicy Never, ephemeral containers, restart policies, spec-hash
+// changes, liveness and startup failures, unknown states. SyncPod then
+// carries the actions out and reports each step with the kubelet's
+// waiting reason on failure.
 //
 //   - Restart back-off (CrashLoopBackOff): per pod, container and spec
 //     hash, so a changed spec starts afresh; the first restart is
