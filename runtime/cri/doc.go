@@ -32,7 +32,11 @@
 //   - Restart back-off (CrashLoopBackOff): per pod, container and spec
 //     hash, so a changed spec starts afresh; the first restart is
 //     immediate, then 10 s doubling to 5 min, forgotten once a container
-//     ran for 10 min (Config.CrashLoopBackOff).
+//     ran for 10 min (Config.CrashLoopBackOff). As in the kubelet, it is
+//     judged from the newest exited instance in the observation the sync
+//     started from, so a container killed for a failed liveness or
+//     startup probe goes through it too: its restart waits while the
+//     instance before it exited less than the current delay ago.
 //   - Images: pull policy (Always for :latest or no tag, else
 //     IfNotPresent, unless the spec says), pull secrets of type
 //     kubernetes.io/dockerconfigjson or dockercfg turned into CRI auth

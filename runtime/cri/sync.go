@@ -140,14 +140,20 @@ func (r *Runtime) startContainer(ctx context.Context, pod *v1.Pod, s containerSp
 		return runtime.SyncStep{Action: runtime.ActionStartContainer, Target: c.Name, Err: err, Reason: reason, Message: err.Error()}
 	}
 	prev := status.FindContainerStatus(c.Name)
-	if prev != nil && prev.State == runtime.ContainerStateExited {
+	// The back-off is judged, as the kubelet does, from the newest exited
+	// instance in the observation this sync started from. An instance
+	// killed in this sync for a failed probe was still running then, so
+	// its restart is judged from the instance before it: restarts for
+	// probe failures are delayed like crashes once they come faster than
+	// the delay.
+	if dead := newestExited(status, c.Name); dead != nil {
 		key := crashLoopKey(pod, c)
-		if left := r.crashBackoff.remaining(key, prev.FinishedAt); left > 0 {
+		if left := r.crashBackoff.remaining(key, dead.FinishedAt); left > 0 {
 			msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", r.crashBackoff.delay(key), c.Name, pod.Name, pod.Namespace, pod.UID)
 			r.cfg.Events(pod, v1.EventTypeWarning, reasonBackOff, "Back-off restarting failed container "+c.Name+" in pod "+pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")")
 			return runtime.SyncStep{Action: runtime.ActionStartContainer, Target: c.Name, Err: errors.New(msg), Reason: ReasonCrashLoopBackOff, Message: msg}
 		}
-		r.crashBackoff.next(key, prev.FinishedAt)
+		r.crashBackoff.next(key, dead.FinishedAt)
 	}
 
 	img, reason, err := r.ensureImage(ctx, pod, c, s.field, sandboxConfig)
@@ -198,6 +204,17 @@ func (r *Runtime) startContainer(ctx context.Context, pod *v1.Pod, s containerSp
 		}
 	}
 	return runtime.SyncStep{Action: runtime.ActionStartContainer, Target: c.Name}
+}
+
+// newestExited returns the newest exited instance of the named container,
+// or nil.
+func newestExited(status *runtime.PodStatus, name string) *runtime.ContainerStatus {
+	for _, c := range status.ContainerStatuses {
+		if c.Name == name && c.State == runtime.ContainerStateExited {
+			return c
+		}
+	}
+	return nil
 }
 
 func parseGrace(a map[string]string) (int64, bool) {
