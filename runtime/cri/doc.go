@@ -67,11 +67,17 @@
 //     kills the container and reports PostStartHookError. preStop runs
 //     inside the grace period, which is shortened by the time it took.
 //
-// KillPod stops regular containers in parallel, then sidecars one by one
-// in reverse start order, then the sandboxes. The grace period is the
-// deletion grace period, else the spec's, else 30 s (at least 2 s); an
-// override can only shorten it. A container whose pod spec is gone still
-// gets its recorded grace period and preStop hook.
+// KillPod starts stopping every container at once, preStop hooks
+// included, then stops the sandboxes. The grace period is the deletion
+// grace period, else the spec's, else 30 s (at least 2 s); an override can
+// only shorten it. As in the kubelet, a sidecar waits, within its grace
+// period, until the regular containers and the sidecars after it have
+// exited, and is then stopped with what is left of the period (less its
+// preStop hook and the wait, in whole seconds, at least 2 s): sidecars
+// stop in reverse start order, after what they serve, and a pod's
+// termination takes one grace period, not one per sidecar. A container
+// whose pod spec is gone still gets its recorded grace period and preStop
+// hook.
 //
 // GetPodStatus reports every sandbox and container instance newest first,
 // with the runtime's exit reasons (Completed, Error, OOMKilled, and

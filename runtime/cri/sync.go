@@ -58,7 +58,7 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 		for _, k := range a.ContainersToKill {
 			log.V(2).Info("killing container", "container", k.Name, "containerID", k.ID.String(), "reason", k.Message)
 			r.cfg.Events(pod, v1.EventTypeNormal, "Killing", k.Message)
-			err := r.killContainer(ctx, pod, k.ID.ID, k.Name, k.GracePeriod, status.IPs)
+			err := r.killContainer(ctx, pod, k.ID.ID, k.Name, k.GracePeriod, status.IPs, nil)
 			res.Add(step(runtime.ActionKillContainer, k.Name, err, ReasonKillContainerError))
 			if err != nil {
 				return res
