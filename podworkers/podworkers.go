@@ -382,9 +382,10 @@ func (p *PodWorkers) syncOnce(ctx context.Context, w *podWorker, opts *UpdatePod
 		w.due = start.Add(p.cfg.ResyncInterval)
 		if terminal && w.state == Syncing {
 			w.state = Terminating
-			g := int64(1) // a pod that finished has nothing left to drain
-			if w.grace == nil || g < *w.grace {
-				w.grace = &g
+			// As in the kubelet, a pod that finished is terminated with
+			// its own grace period, which what still runs (sidecars) uses.
+			if g := gracePeriod(UpdatePodOptions{Pod: pod}); w.grace == nil || *g < *w.grace {
+				w.grace = g
 			}
 			log.V(0).Info("pod reached a terminal phase")
 		}
