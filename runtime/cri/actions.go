@@ -1,9 +1,13 @@
 package cri
 
 import (
+	"math"
 	"slices"
+	"strconv"
 
 	v1 "k8s.io/api/core/v1"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/runtime"
@@ -111,12 +115,39 @@ func IsRestartableInit(c *v1.Container) bool { return podutil.IsRestartableInit(
 //   - When no regular container runs and none is to start, the pod is
 //     killed: sidecars do not keep a finished pod alive.
 func ComputePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults) PodActions {
-	return computePodActions(pod, status, probes, HashContainer)
+	return computePodActions(pod, status, probes, specHasher{})
 }
 
-// computePodActions is ComputePodActions with the spec hash function as a
+// specHasher gives container specs' hashes, through the Runtime's cache
+// when it has one. It is passed by value, so it costs no allocation.
+type specHasher struct {
+	hc  *hashCache // nil: compute every time
+	pod types.UID
+}
+
+// specHashes are a spec's HashContainer and SpecHash, with SpecHash in
+// the hexadecimal form it is recorded in when the cache has it ready.
+type specHashes struct {
+	kubelet, spec uint64
+	specHex       string
+}
+
+// hashes returns c's hashes; SpecHash is computed only when full is
+// asked for, unless the cache has it already.
+func (h specHasher) hashes(c *v1.Container, full bool) specHashes {
+	if h.hc != nil {
+		return h.hc.hashes(h.pod, c)
+	}
+	s := specHashes{kubelet: HashContainer(c)}
+	if full {
+		s.spec = SpecHash(c)
+	}
+	return s
+}
+
+// computePodActions is ComputePodActions with the spec hashes as a
 // parameter, so a Runtime can use its cache.
-func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults, hash func(*v1.Container) uint64) PodActions {
+func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults, hash specHasher) PodActions {
 	create, attempt, sandboxID := runtime.SandboxChanged(pod, status)
 	a := PodActions{
 		KillPod:       create,
@@ -198,9 +229,33 @@ func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResul
 }
 
 // specChanged reports whether a container was created from another spec
-// than c. A container without a recorded hash is taken as unchanged.
-func specChanged(c *v1.Container, st *runtime.ContainerStatus, hash func(*v1.Container) uint64) bool {
-	return st.Hash != 0 && st.Hash != hash(c)
+// than c. The kubelet's hash (the name and the image) is compared first,
+// as the kubelet does; a container that also records nodekit's SpecHash
+// (nodekit created it) is then compared on the whole spec, so that a
+// change the kubelet's hash leaves out restarts it too. A container that
+// records no hash is taken as unchanged; one whose recorded kubelet hash
+// does not fit in 32 bits was created by an earlier nodekit that wrote
+// SpecHash there, and is compared on the whole spec.
+func specChanged(c *v1.Container, st *runtime.ContainerStatus, hash specHasher) bool {
+	if st.Hash == 0 {
+		return false
+	}
+	recorded, hasSpec := st.Annotations[AnnotationSpecHash]
+	legacy := st.Hash > math.MaxUint32
+	h := hash.hashes(c, hasSpec || legacy)
+	switch {
+	case legacy:
+		return st.Hash != h.spec
+	case st.Hash != h.kubelet:
+		return true
+	case hasSpec:
+		if recorded == h.specHex {
+			return false
+		}
+		v, err := strconv.ParseUint(recorded, 16, 64)
+		return err != nil || v != h.spec
+	}
+	return false
 }
 
 // probeGrace is the terminationGracePeriodSeconds of the probe whose
@@ -223,7 +278,7 @@ func (a *PodActions) kill(st *runtime.ContainerStatus, msg string, grace *int64)
 // It walks the init containers from the last to the first, as the
 // kubelet does: the runtime may have removed init containers that
 // completed long ago, so the latest one found tells how far the pod got.
-func (a *PodActions) initActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults, hash func(*v1.Container) uint64) bool {
+func (a *PodActions) initActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults, hash specHasher) bool {
 	inits := pod.Spec.InitContainers
 	if len(inits) == 0 {
 		return true

@@ -37,7 +37,7 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 	if status == nil {
 		status = &runtime.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
-	a := computePodActions(pod, status, r.cfg.Probes, func(c *v1.Container) uint64 { return r.hashes.hash(pod.UID, c) })
+	a := computePodActions(pod, status, r.cfg.Probes, specHasher{r.hashes, pod.UID})
 	if !a.KillPod && !a.CreateSandbox && len(a.ContainersToKill)+len(a.InitContainersToStart)+len(a.ContainersToStart)+len(a.EphemeralContainersToStart) == 0 {
 		return res // nothing to do: no CRI call, no config built
 	}
@@ -124,10 +124,10 @@ func (r *Runtime) createSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxC
 	return id, wrap("RunPodSandbox", sandboxName(cfg), err)
 }
 
-// crashLoopKey keys the restart back-off by pod, container and spec hash,
-// so a changed spec starts afresh.
+// crashLoopKey keys the restart back-off by pod, container and whole-spec
+// hash, so a changed spec (which restarts the container) starts afresh.
 func crashLoopKey(pod *v1.Pod, c *v1.Container) string {
-	return string(pod.UID) + "/" + c.Name + "/" + strconv.FormatUint(HashContainer(c), 16)
+	return string(pod.UID) + "/" + c.Name + "/" + strconv.FormatUint(SpecHash(c), 16)
 }
 
 // startContainer applies the restart back-off, pulls the image if needed,
