@@ -113,7 +113,9 @@ func TestSidecarStoppedWithTheGraceThatRemains(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventuallyShowing(t, "web is gone", func() bool { return r.pod("web") == nil && len(rec.stopsOf("proxy")) > 0 },
-			func() string { return fmt.Sprintf("main stops %v, proxy stops %v", rec.stopsOf("main"), rec.stopsOf("proxy")) })
+			func() string {
+				return fmt.Sprintf("main stops %v, proxy stops %v", rec.stopsOf("main"), rec.stopsOf("proxy"))
+			})
 		if got := rec.stopsOf("main"); len(got) != 1 || got[0] != 5 {
 			t.Errorf("main stopped with %v s, want [5]", got)
 		}
