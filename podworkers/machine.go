@@ -280,9 +280,11 @@ func (m *Machine) Finish(uid types.UID, res StepResult, now time.Time) FinishEff
 			}
 			if res.Err == nil && res.Terminal {
 				s.enterTerminating()
-				g := int64(1) // a pod that finished has nothing left to drain
-				if s.grace == nil || g < *s.grace {
-					s.grace = &g
+				// As in the kubelet, a pod that finished is terminated
+				// with its own grace period, which what still runs
+				// (sidecars) uses.
+				if g := gracePeriod(UpdatePodOptions{Pod: s.pod}); s.grace == nil || *g < *s.grace {
+					s.grace = g
 				}
 			}
 		}

@@ -1,7 +1,13 @@
 package cri
 
 import (
+	"math"
+	"slices"
+	"strconv"
+
 	v1 "k8s.io/api/core/v1"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/runtime"
@@ -71,36 +77,77 @@ func IsRestartableInit(c *v1.Container) bool { return podutil.IsRestartableInit(
 //   - A pod needs a new sandbox when it has none, when the newest is not
 //     ready, when several are ready, when the newest has no IP and the pod
 //     is not on the host network, or when the host-network setting
-//     changed. A new sandbox kills everything of the pod first and starts
-//     afresh: the first init container, or else all containers (under
-//     OnFailure, not those that succeeded). A pod with restartPolicy Never
-//     whose containers have already run gets no new sandbox: it is done.
-//   - Init containers run in order. A regular init container must exit 0
-//     before the next one starts; a restartable init container (sidecar)
-//     must be running, and past its startup probe if it has one. Regular
-//     containers start once all init containers are through. A failed
-//     regular init container is restarted unless the restart policy is
-//     Never, in which case the pod is killed (it has failed).
-//   - Sidecars are restarted whenever they stop, whatever the pod's
-//     restart policy, until the pod is done.
+//     changed (runtime.SandboxChanged). A new sandbox kills everything of
+//     the pod first and starts afresh: the first init container, or else
+//     all containers (under OnFailure, not those that succeeded). A pod
+//     with restartPolicy Never whose containers have already run gets no
+//     new sandbox: it is done.
+//   - Init containers are looked at from the last one backwards, and only
+//     in the current sandbox (a container whose SandboxID is empty counts
+//     as in it). An init container or sidecar found to have run proves
+//     that the ones before it ran, so a missing earlier one is neither
+//     waited for nor run again; only sidecars are restarted. The pod is
+//     initialized once a regular container exists in the current sandbox,
+//     the last init container exited 0, or the last init container is a
+//     started sidecar.
+//   - A regular init container that exited 0 (and was not OOM-killed)
+//     lets the next one start; one that is running is waited for; one
+//     that failed or is in the unknown state is run again (killed first
+//     when unknown), unless the restart policy is Never, in which case the
+//     pod is killed (it has failed); one in the created state is started.
+//   - A sidecar must be running and past its startup probe, if it has one
+//     (a probe that has not answered yet is waited for), for the next init
+//     container to start. A sidecar that exited or is in the created or
+//     unknown state, fails its startup probe, has its spec changed, or has
+//     a liveness probe that failed is (killed and) started again, whatever
+//     the pod's restart policy, until the pod is done. A started sidecar
+//     still lets what follows it start in the same round, even when it is
+//     being restarted for its spec or its liveness probe.
 //   - A regular container is (re)started when it has never run, is in the
 //     created or unknown state, or has exited and the restart policy
 //     (Always; OnFailure with a non-zero exit code) says so.
-//   - A running container (sidecar or regular) whose spec hash changed is
-//     killed and restarted whatever the policy; one whose liveness or
-//     startup probe failed is killed and restarted unless the policy is
-//     Never; one in the unknown state is killed before it is replaced.
+//   - A running regular container whose spec changed is killed and
+//     restarted whatever the policy; one whose liveness or startup probe
+//     failed is killed and restarted unless the policy is Never; one in
+//     the unknown state is killed before it is replaced.
 //   - Ephemeral containers start once, when they appear in the spec, and
 //     are never restarted.
 //   - When no regular container runs and none is to start, the pod is
 //     killed: sidecars do not keep a finished pod alive.
 func ComputePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults) PodActions {
-	return computePodActions(pod, status, probes, HashContainer)
+	return computePodActions(pod, status, probes, specHasher{})
 }
 
-// computePodActions is ComputePodActions with the spec hash function as a
+// specHasher gives container specs' hashes, through the Runtime's cache
+// when it has one. It is passed by value, so it costs no allocation.
+type specHasher struct {
+	hc  *hashCache // nil: compute every time
+	pod types.UID
+}
+
+// specHashes are a spec's HashContainer and SpecHash, with SpecHash in
+// the hexadecimal form it is recorded in when the cache has it ready.
+type specHashes struct {
+	kubelet, spec uint64
+	specHex       string
+}
+
+// hashes returns c's hashes; SpecHash is computed only when full is
+// asked for, unless the cache has it already.
+func (h specHasher) hashes(c *v1.Container, full bool) specHashes {
+	if h.hc != nil {
+		return h.hc.hashes(h.pod, c)
+	}
+	s := specHashes{kubelet: HashContainer(c)}
+	if full {
+		s.spec = SpecHash(c)
+	}
+	return s
+}
+
+// computePodActions is ComputePodActions with the spec hashes as a
 // parameter, so a Runtime can use its cache.
-func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults, hash func(*v1.Container) uint64) PodActions {
+func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults, hash specHasher) PodActions {
 	create, attempt, sandboxID := runtime.SandboxChanged(pod, status)
 	a := PodActions{
 		KillPod:       create,
@@ -137,7 +184,7 @@ func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResul
 		}
 	}
 
-	if !a.initActions(pod, status, probes, hash) {
+	if !a.initActions(pod, status, probes, hash) || a.KillPod {
 		return a
 	}
 
@@ -146,16 +193,25 @@ func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResul
 		c := &pod.Spec.Containers[i]
 		st := status.FindContainerStatus(c.Name)
 		if st == nil || st.State != runtime.ContainerStateRunning {
-			if st != nil && st.State == runtime.ContainerStateUnknown {
-				a.kill(st, "Container is in unknown state, will be restarted")
-			}
 			if shouldRestart(pod, st) {
 				a.ContainersToStart = append(a.ContainersToStart, i)
+				if st != nil && st.State == runtime.ContainerStateUnknown {
+					a.kill(st, "Container is in \"unknown\" state, try killing it before restart", nil)
+				}
 			}
 			continue
 		}
-		msg, restart := runningContainerProblem(pod, c, st, probes, hash)
-		if msg == "" {
+		restart := pod.Spec.RestartPolicy != v1.RestartPolicyNever
+		var msg string
+		var grace *int64
+		switch {
+		case specChanged(c, st, hash):
+			msg, restart = "Container "+c.Name+" definition changed", true
+		case probes != nil && probes.Liveness(st.ID) == ProbeFailure:
+			msg, grace = "Container "+c.Name+" failed liveness probe", probeGrace(c.LivenessProbe)
+		case probes != nil && probes.Startup(st.ID) == ProbeFailure:
+			msg, grace = "Container "+c.Name+" failed startup probe", probeGrace(c.StartupProbe)
+		default:
 			keep++
 			continue
 		}
@@ -163,8 +219,7 @@ func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResul
 			msg += ", will be restarted"
 			a.ContainersToStart = append(a.ContainersToStart, i)
 		}
-		a.kill(st, msg)
-		a.ContainersToKill[len(a.ContainersToKill)-1].GracePeriod = probeGrace(c, st, probes)
+		a.kill(st, msg, grace)
 	}
 	if keep == 0 && len(a.ContainersToStart) == 0 {
 		a.KillPod = true
@@ -173,120 +228,173 @@ func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResul
 	return a
 }
 
+// specChanged reports whether a container was created from another spec
+// than c. The kubelet's hash (the name and the image) is compared first,
+// as the kubelet does; a container that also records nodekit's SpecHash
+// (nodekit created it) is then compared on the whole spec, so that a
+// change the kubelet's hash leaves out restarts it too. A container that
+// records no hash is taken as unchanged; one whose recorded kubelet hash
+// does not fit in 32 bits was created by an earlier nodekit that wrote
+// SpecHash there, and is compared on the whole spec.
+func specChanged(c *v1.Container, st *runtime.ContainerStatus, hash specHasher) bool {
+	if st.Hash == 0 {
+		return false
+	}
+	recorded, hasSpec := st.Annotations[AnnotationSpecHash]
+	legacy := st.Hash > math.MaxUint32
+	h := hash.hashes(c, hasSpec || legacy)
+	switch {
+	case legacy:
+		return st.Hash != h.spec
+	case st.Hash != h.kubelet:
+		return true
+	case hasSpec:
+		if recorded == h.specHex {
+			return false
+		}
+		v, err := strconv.ParseUint(recorded, 16, 64)
+		return err != nil || v != h.spec
+	}
+	return false
+}
+
 // probeGrace is the terminationGracePeriodSeconds of the probe whose
-// failure kills the container, if it sets one.
-func probeGrace(c *v1.Container, st *runtime.ContainerStatus, probes ProbeResults) *int64 {
-	if probes == nil {
+// failure kills a container, if it sets one.
+func probeGrace(p *v1.Probe) *int64 {
+	if p == nil {
 		return nil
 	}
-	if p := c.LivenessProbe; p != nil && probes.Liveness(st.ID) == ProbeFailure {
-		return p.TerminationGracePeriodSeconds
-	}
-	if p := c.StartupProbe; p != nil && probes.Startup(st.ID) == ProbeFailure {
-		return p.TerminationGracePeriodSeconds
-	}
-	return nil
+	return p.TerminationGracePeriodSeconds
 }
 
-func (a *PodActions) kill(st *runtime.ContainerStatus, msg string) {
-	a.ContainersToKill = append(a.ContainersToKill, ContainerToKill{ID: st.ID, Name: st.Name, Message: msg})
-}
-
-// runningContainerProblem returns why a running container must be killed
-// ("" when it is fine) and whether it is then restarted.
-func runningContainerProblem(pod *v1.Pod, c *v1.Container, st *runtime.ContainerStatus, probes ProbeResults, hash func(*v1.Container) uint64) (string, bool) {
-	if st.Hash != 0 && st.Hash != hash(c) {
-		return "Container " + c.Name + " definition changed", true
-	}
-	restart := pod.Spec.RestartPolicy != v1.RestartPolicyNever
-	if probes != nil {
-		if probes.Liveness(st.ID) == ProbeFailure {
-			return "Container " + c.Name + " failed liveness probe", restart
-		}
-		if probes.Startup(st.ID) == ProbeFailure {
-			return "Container " + c.Name + " failed startup probe", restart
-		}
-	}
-	return "", false
+func (a *PodActions) kill(st *runtime.ContainerStatus, msg string, grace *int64) {
+	a.ContainersToKill = append(a.ContainersToKill, ContainerToKill{ID: st.ID, Name: st.Name, Message: msg, GracePeriod: grace})
 }
 
 // initActions adds the init-container actions and reports whether the
-// pod is through its init containers, so regular containers may run.
-func (a *PodActions) initActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults, hash func(*v1.Container) uint64) bool {
+// pod is initialized, so regular containers may run. It may set KillPod
+// (a regular init container failed under restartPolicy Never).
+//
+// It walks the init containers from the last to the first, as the
+// kubelet does: the runtime may have removed init containers that
+// completed long ago, so the latest one found tells how far the pod got.
+func (a *PodActions) initActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults, hash specHasher) bool {
 	inits := pod.Spec.InitContainers
 	if len(inits) == 0 {
 		return true
 	}
-	// Once a regular container exists, initialization is over: regular
-	// init containers do not run again, sidecars are kept running.
-	initialized := false
-	for i := range pod.Spec.Containers {
-		if status.FindContainerStatus(pod.Spec.Containers[i].Name) != nil {
-			initialized = true
-			break
-		}
-	}
-	for i := range inits {
+	last := len(inits) - 1
+	initialized := regularStartedInSandbox(pod, status, a.SandboxID)
+	// reached is set once an init container at or after the current index
+	// is known to have run: everything before it has run too.
+	reached := initialized
+	var start []int // collected backwards
+	for i := last; i >= 0; i-- {
 		c := &inits[i]
-		st := status.FindContainerStatus(c.Name)
-		if IsRestartableInit(c) {
-			if st == nil {
-				a.InitContainersToStart = append(a.InitContainersToStart, i)
-				if !initialized {
-					return false
-				}
-				continue
-			}
-			switch st.State {
-			case runtime.ContainerStateRunning:
-				if msg, _ := runningContainerProblem(pod, c, st, probes, hash); msg != "" {
-					a.kill(st, msg+", will be restarted")
-					a.InitContainersToStart = append(a.InitContainersToStart, i)
-					if !initialized {
-						return false
-					}
-					continue
-				}
-				if !initialized && !sidecarStarted(c, st, probes) {
-					return false
-				}
-			default:
-				if st.State == runtime.ContainerStateUnknown {
-					a.kill(st, "Init container is in unknown state, will be restarted")
-				}
-				a.InitContainersToStart = append(a.InitContainersToStart, i)
-				if !initialized {
-					return false
-				}
-			}
-			continue
-		}
-		if initialized {
-			continue
-		}
+		sidecar := IsRestartableInit(c)
+		st := statusInSandbox(status, c.Name, a.SandboxID)
 		if st == nil {
-			a.InitContainersToStart = append(a.InitContainersToStart, i)
-			return false
-		}
-		switch {
-		case st.State == runtime.ContainerStateRunning:
-			return false
-		case st.State == runtime.ContainerStateExited && st.ExitCode == 0:
+			if reached && sidecar {
+				start = append(start, i) // a sidecar that should run but is gone
+			}
 			continue
 		}
-		// Failed, never started, or unknown.
-		if st.State == runtime.ContainerStateUnknown {
-			a.kill(st, "Init container is in unknown state, will be restarted")
+		if reached && !sidecar {
+			continue // past initialization only sidecars are kept running
 		}
-		if st.State == runtime.ContainerStateExited && pod.Spec.RestartPolicy == v1.RestartPolicyNever {
-			a.KillPod = true
-			a.InitContainersToStart = nil
-			return false
+	state:
+		switch st.State {
+		case runtime.ContainerStateCreated:
+			start = append(start, i) // its start failed; start a new one
+		case runtime.ContainerStateRunning:
+			if !sidecar {
+				break // wait for it to finish
+			}
+			if !sidecarStarted(c, st, probes) {
+				if probes.Startup(st.ID) == ProbeFailure {
+					a.kill(st, "Init container "+c.Name+" failed startup probe", probeGrace(c.StartupProbe))
+					start = append(start, i)
+				}
+				break // not started yet: hold back what follows
+			}
+			if i == last {
+				initialized = true
+			} else if !reached {
+				start = append(start, i+1)
+			}
+			switch {
+			case specChanged(c, st, hash):
+				a.kill(st, "Init container "+c.Name+" definition changed", nil)
+				start = append(start, i)
+			case c.LivenessProbe != nil && probes != nil && probes.Liveness(st.ID) == ProbeFailure:
+				a.kill(st, "Init container "+c.Name+" failed liveness probe", probeGrace(c.LivenessProbe))
+				start = append(start, i)
+			}
+		case runtime.ContainerStateExited:
+			switch {
+			case sidecar:
+				start = append(start, i)
+			case initFailed(st):
+				if pod.Spec.RestartPolicy == v1.RestartPolicyNever {
+					a.KillPod = true
+					a.InitContainersToStart = nil
+					return false
+				}
+				start = append(start, i)
+			case i == last:
+				initialized = true
+			default:
+				start = append(start, i+1)
+			}
+		default: // unknown
+			if !sidecar && pod.Spec.RestartPolicy == v1.RestartPolicyNever {
+				a.KillPod = true
+				a.InitContainersToStart = nil
+				return false
+			}
+			a.kill(st, "Init container is in \"unknown\" state, try killing it before restart", nil)
+			start = append(start, i)
+			break state
 		}
-		a.InitContainersToStart = append(a.InitContainersToStart, i)
-		return false
+		reached = true
 	}
-	return true
+	if !reached {
+		start = append(start, 0) // nothing has run yet
+	}
+	if len(start) > 0 {
+		slices.Reverse(start)
+		a.InitContainersToStart = start
+	}
+	return initialized
+}
+
+// statusInSandbox returns the newest status of the named container in the
+// given sandbox; a status without a SandboxID counts as in it.
+func statusInSandbox(status *runtime.PodStatus, name, sandboxID string) *runtime.ContainerStatus {
+	for _, c := range status.ContainerStatuses {
+		if c.Name == name && (c.SandboxID == "" || c.SandboxID == sandboxID) {
+			return c
+		}
+	}
+	return nil
+}
+
+// regularStartedInSandbox reports whether any regular container has been
+// created in the given sandbox, which means initialization is over.
+func regularStartedInSandbox(pod *v1.Pod, status *runtime.PodStatus, sandboxID string) bool {
+	for i := range pod.Spec.Containers {
+		if statusInSandbox(status, pod.Spec.Containers[i].Name, sandboxID) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// initFailed reports whether a regular init container that is no longer
+// running failed: a non-zero exit code, an OOM kill, or the unknown state.
+func initFailed(st *runtime.ContainerStatus) bool {
+	return st.Reason == "OOMKilled" || st.State == runtime.ContainerStateUnknown ||
+		(st.State == runtime.ContainerStateExited && st.ExitCode != 0)
 }
 
 // sidecarStarted reports whether a running sidecar lets the next init

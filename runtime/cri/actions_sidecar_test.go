@@ -101,14 +101,18 @@ func TestComputePodActionsSidecarsAndProbes(t *testing.T) {
 			want: cri.PodActions{KillPod: true, SandboxID: "sb"},
 		},
 		{
-			name:   "a sidecar failing liveness is killed and restarted",
-			pod:    sidecarPod(always),
+			name: "a sidecar failing liveness is killed and restarted",
+			pod: func() *v1.Pod {
+				p := sidecarPod(always)
+				p.Spec.InitContainers[2].LivenessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}}
+				return p
+			}(),
 			probes: probeResults{startup: map[string]cri.ProbeResult{"sc1": cri.ProbeSuccess}, liveness: map[string]cri.ProbeResult{"sc2": cri.ProbeFailure}},
 			obs: func(p *v1.Pod) observed {
 				return observed{sb(), []*runtime.ContainerStatus{ctr(p, "app", running, 0), ctr(p, "sc2", running, 0), ctr(p, "init", exited, 0), ctr(p, "sc1", running, 0)}}
 			},
 			want: cri.PodActions{SandboxID: "sb", InitContainersToStart: []int{2}, ContainersToKill: []cri.ContainerToKill{
-				killed("sc2", "Container sc2 failed liveness probe, will be restarted"),
+				killed("sc2", "Init container sc2 failed liveness probe"),
 			}},
 		},
 		{

@@ -210,7 +210,7 @@ func TestComputePodActions(t *testing.T) {
 				return observed{[]*runtime.SandboxStatus{readySandbox(0)}, []*runtime.ContainerStatus{ctr(p, "i1", unknown, 0)}}
 			},
 			want: cri.PodActions{SandboxID: "sb", InitContainersToStart: []int{0}, ContainersToKill: []cri.ContainerToKill{
-				{ID: runtime.ContainerID{Type: "fake", ID: "id-i1"}, Name: "i1", Message: "Init container is in unknown state, will be restarted"},
+				{ID: runtime.ContainerID{Type: "fake", ID: "id-i1"}, Name: "i1", Message: `Init container is in "unknown" state, try killing it before restart`},
 			}},
 		},
 		{
@@ -260,7 +260,7 @@ func TestComputePodActions(t *testing.T) {
 				return observed{[]*runtime.SandboxStatus{readySandbox(0)}, []*runtime.ContainerStatus{ctr(p, "a", unknown, 0)}}
 			},
 			want: cri.PodActions{SandboxID: "sb", ContainersToStart: []int{0}, ContainersToKill: []cri.ContainerToKill{
-				{ID: runtime.ContainerID{Type: "fake", ID: "id-a"}, Name: "a", Message: "Container is in unknown state, will be restarted"},
+				{ID: runtime.ContainerID{Type: "fake", ID: "id-a"}, Name: "a", Message: `Container is in "unknown" state, try killing it before restart`},
 			}},
 		},
 		{

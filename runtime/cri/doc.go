@@ -17,17 +17,26 @@
 // SyncPod follows the kubelet's kuberuntime manager (pkg/kubelet/kuberuntime).
 // ComputePodActions, a pure function of the pod spec, the observed
 // runtime.PodStatus and the probes' results, decides what to do; see its
-// doc for the rules: sandbox (re)creation and attempts, init containers in
-// order, sidecars (restartable init containers) gated on their startup
-// probes and restarted whatever the restart policy, ephemeral containers,
-// restart policies, spec-hash changes, liveness and startup failures,
-// unknown states. SyncPod then carries the actions out and reports each
-// step with the kubelet's waiting reason on failure.
+// doc for the rules: sandbox (re)creation and attempts, init containers
+// run in order but judged from the last one backwards (a later init
+// container or sidecar that has run proves the earlier ones ran, so one
+// the runtime no longer shows is not run again), only in the current
+// sandbox, sidecars (restartable init containers) gated on their startup
+// probes and restarted whatever the restart policy, a regular init
+// container that failed or is in an unknown state failing the pod under
+// restartPolicy Never, ephemeral containers, restart policies, spec-hash
+// changes, liveness and startup failures, unknown states. SyncPod then
+// carries the actions out and reports each step with the kubelet's
+// waiting reason on failure.
 //
-//   - Restart back-off (CrashLoopBackOff): per pod, container and spec
-//     hash, so a changed spec starts afresh; the first restart is
+//   - Restart back-off (CrashLoopBackOff): per pod, container and
+//     SpecHash, so a changed spec starts afresh; the first restart is
 //     immediate, then 10 s doubling to 5 min, forgotten once a container
-//     ran for 10 min (Config.CrashLoopBackOff).
+//     ran for 10 min (Config.CrashLoopBackOff). As in the kubelet, it is
+//     judged from the newest exited instance in the observation the sync
+//     started from, so a container killed for a failed liveness or
+//     startup probe goes through it too: its restart waits while the
+//     instance before it exited less than the current delay ago.
 //   - Images: pull policy (Always for :latest or no tag, else
 //     IfNotPresent, unless the spec says), pull secrets of type
 //     kubernetes.io/dockerconfigjson or dockercfg turned into CRI auth
@@ -58,11 +67,17 @@
 //     kills the container and reports PostStartHookError. preStop runs
 //     inside the grace period, which is shortened by the time it took.
 //
-// KillPod stops regular containers in parallel, then sidecars one by one
-// in reverse start order, then the sandboxes. The grace period is the
-// deletion grace period, else the spec's, else 30 s (at least 2 s); an
-// override can only shorten it. A container whose pod spec is gone still
-// gets its recorded grace period and preStop hook.
+// KillPod starts stopping every container at once, preStop hooks
+// included, then stops the sandboxes. The grace period is the deletion
+// grace period, else the spec's, else 30 s (at least 2 s); an override can
+// only shorten it. As in the kubelet, a sidecar waits, within its grace
+// period, until the regular containers and the sidecars after it have
+// exited, and is then stopped with what is left of the period (less its
+// preStop hook and the wait, in whole seconds, at least 2 s): sidecars
+// stop in reverse start order, after what they serve, and a pod's
+// termination takes one grace period, not one per sidecar. A container
+// whose pod spec is gone still gets its recorded grace period and preStop
+// hook.
 //
 // GetPodStatus reports every sandbox and container instance newest first,
 // with the runtime's exit reasons (Completed, Error, OOMKilled, and
@@ -75,16 +90,45 @@
 // first, with their logs; all of a gone pod's containers, sandboxes and
 // log directory; and sandboxes that are neither ready nor in use.
 //
+// # Spec hashes and adoption
+//
+// Every container carries the kubelet's labels and annotations, its
+// io.kubernetes.container.hash included, computed as kubelet v1.37 does
+// (HashContainer: 32-bit FNV-1a over the name and the image only), and
+// nodekit's own io.nodekit.container.specHash (SpecHash: 64-bit FNV-1a
+// over the whole spec's JSON). A running container whose recorded kubelet
+// hash differs from its spec's is restarted, as by the kubelet. One that
+// also records a SpecHash (nodekit created it) is restarted when that
+// differs too, so that nodekit still restarts a container for any spec
+// change, as it intends for specs that change under the same pod UID
+// (manifests, channel sources). So a kubelet adopts nodekit's containers,
+// and nodekit adopts a kubelet's, without restarting them; a container
+// that records no hash at all is left running, and one created by an
+// earlier nodekit (which wrote a 64-bit SpecHash into the kubelet's
+// annotation) is compared on the whole spec.
+//
 // A sync with nothing to do makes no CRI call and one allocation: spec
 // hashes are cached per pod container and checked by a deep comparison,
 // so specs changed in place are still seen.
 //
 // # Where nodekit differs from the kubelet, and why
 //
-//   - A changed resource request or limit restarts the container (the
-//     spec hash covers resources) instead of resizing it in place:
-//     in-place resize is not implemented yet. Quantities are hashed in
-//     canonical form, so rewriting "1" as "1000m" changes nothing.
+//   - Any change to a nodekit container's spec restarts it (SpecHash),
+//     where the kubelet only sees the name and the image change (the API
+//     allows no other): nodekit's pod sources may change a spec in place.
+//     In particular a changed resource request or limit restarts the
+//     container instead of resizing it in place: in-place resize is not
+//     implemented yet. Quantities are hashed in canonical form, so
+//     rewriting "1" as "1000m" changes nothing.
+//   - A running container that records no hash is left running; the
+//     kubelet would take the missing hash as a change and restart it.
+//   - The crash-loop back-off is keyed by SpecHash, so any spec change
+//     starts it afresh; the kubelet keys it by the name, the image and
+//     the resources.
+//   - A container status without a SandboxID (from a caller that does
+//     not fill it) counts as in the current sandbox for the
+//     init-container rules.
+//   - With no ProbeResults, sidecars count as started once running.
 //   - /etc/hosts is left to the runtime, and service environment
 //     variables (enableServiceLinks) are not injected: a node agent
 //     without an API server has no services.

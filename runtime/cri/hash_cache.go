@@ -2,6 +2,7 @@ package cri
 
 import (
 	"reflect"
+	"strconv"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -11,10 +12,11 @@ import (
 // maxHashCache bounds the spec-hash cache; past it the cache starts over.
 const maxHashCache = 1 << 16
 
-// hashCache remembers each pod container's spec hash with a copy of the
-// spec it was computed from. A spec that is deeply equal to the copy
-// reuses the hash, so a sync with nothing to do does not re-encode every
-// spec; a spec changed in any way, even in place, is hashed afresh.
+// hashCache remembers each pod container's spec hashes (HashContainer
+// and SpecHash) with a copy of the spec they were computed from. A spec
+// that is deeply equal to the copy reuses them, so a sync with nothing to
+// do does not re-encode every spec; a spec changed in any way, even in
+// place, is hashed afresh.
 type hashCache struct {
 	// mu guards entries; an entry is never changed once stored.
 	mu      sync.Mutex
@@ -27,28 +29,30 @@ type hashKey struct {
 }
 
 type hashEntry struct {
-	spec v1.Container
-	hash uint64
+	spec   v1.Container
+	hashes specHashes
 }
 
 func newHashCache() *hashCache { return &hashCache{entries: map[hashKey]*hashEntry{}} }
 
-func (hc *hashCache) hash(pod types.UID, c *v1.Container) uint64 {
+// hashes returns the hashes of c, a container of pod, SpecHash included.
+func (hc *hashCache) hashes(pod types.UID, c *v1.Container) specHashes {
 	key := hashKey{pod, c.Name}
 	hc.mu.Lock()
 	e := hc.entries[key]
 	hc.mu.Unlock()
 	if e != nil && specEqual(&e.spec, c) {
-		return e.hash
+		return e.hashes
 	}
-	e = &hashEntry{spec: *c.DeepCopy(), hash: HashContainer(c)}
+	full := SpecHash(c)
+	e = &hashEntry{spec: *c.DeepCopy(), hashes: specHashes{kubelet: HashContainer(c), spec: full, specHex: strconv.FormatUint(full, 16)}}
 	hc.mu.Lock()
 	if len(hc.entries) >= maxHashCache {
 		hc.entries = map[hashKey]*hashEntry{}
 	}
 	hc.entries[key] = e
 	hc.mu.Unlock()
-	return e.hash
+	return e.hashes
 }
 
 // forget drops a pod's entries.
@@ -90,7 +94,7 @@ func valuesEqual(a, b reflect.Value) bool {
 		}
 		return valuesEqual(a.Elem(), b.Elem())
 	case reflect.Struct:
-		for i := 0; i < a.NumField(); i++ {
+		for i, n := 0, a.NumField(); i < n; i++ {
 			if !valuesEqual(a.Field(i), b.Field(i)) {
 				return false
 			}
@@ -134,8 +138,8 @@ func valuesEqual(a, b reflect.Value) bool {
 
 var resourceListType = reflect.TypeOf(v1.ResourceList(nil))
 
-// resourceListsEqual compares quantities by value, as HashContainer
-// hashes them, without the copies reflection would make.
+// resourceListsEqual compares quantities by value, as SpecHash hashes
+// them, without the copies reflection would make.
 func resourceListsEqual(a, b v1.ResourceList) bool {
 	for name, qa := range a {
 		qb, ok := b[name]

@@ -1,6 +1,7 @@
 package cri
 
 import (
+	"strconv"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -16,9 +17,11 @@ func TestHashCacheSeesInPlaceChanges(t *testing.T) {
 		Lifecycle: &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Sleep: &v1.SleepAction{Seconds: 1}}},
 	}
 	hc := newHashCache()
-	first := hc.hash("uid", c)
-	if first != HashContainer(c) || hc.hash("uid", c) != first {
-		t.Fatal("cached hash differs from HashContainer")
+	spec := func() uint64 { return hc.hashes("uid", c).spec }
+	h := hc.hashes("uid", c)
+	first := h.spec
+	if h.kubelet != HashContainer(c) || first != SpecHash(c) || h.specHex != strconv.FormatUint(first, 16) || spec() != first {
+		t.Fatal("cached hashes differ from HashContainer and SpecHash")
 	}
 	for name, mutate := range map[string]func(){
 		"env value":      func() { c.Env[0].Value = "2" },
@@ -29,18 +32,18 @@ func TestHashCacheSeesInPlaceChanges(t *testing.T) {
 		"security":       func() { c.SecurityContext = &v1.SecurityContext{RunAsUser: ptr.To[int64](1)} },
 	} {
 		name, mutate := name, mutate
-		before := hc.hash("uid", c)
+		before := spec()
 		mutate()
-		if got, want := hc.hash("uid", c), HashContainer(c); got != want || got == before {
+		if got, want := spec(), SpecHash(c); got != want || got == before {
 			t.Errorf("after changing the %s in place: cached %x, fresh %x, before %x", name, got, want, before)
 		}
 	}
 }
 
-func TestHashContainerCanonicalQuantities(t *testing.T) {
+func TestSpecHashCanonicalQuantities(t *testing.T) {
 	a := &v1.Container{Name: "a", Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}}
 	b := &v1.Container{Name: "a", Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1000m")}}}
-	if HashContainer(a) != HashContainer(b) {
+	if SpecHash(a) != SpecHash(b) {
 		t.Error("1 and 1000m CPU hash differently")
 	}
 	if !specEqual(a, b) {

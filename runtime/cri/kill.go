@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -18,12 +20,15 @@ import (
 // container (the kubelet's); an explicit override may be shorter.
 const minGracePeriod = 2
 
-// KillPod implements runtime.Runtime. Regular, init and ephemeral
-// containers are stopped in parallel; then sidecars (restartable init
-// containers) one at a time in reverse start order, so they outlive what
-// they serve; then every sandbox. Each container gets the pod's grace
-// period, less the time its preStop hook took. When runningPod is nil the
-// pod's sandboxes and containers are looked up by the pod's UID.
+// KillPod implements runtime.Runtime. Every container that may still run
+// is stopped in parallel, each with the pod's grace period less the time
+// its preStop hook took. As in the kubelet, a sidecar (restartable init
+// container) then waits for its turn: until the regular containers and
+// the sidecars after it have exited, or its grace period is used up. It
+// is stopped with what is left (whole seconds, at least 2), so sidecars
+// outlive what they serve within one grace period. Then every sandbox is
+// stopped. When runningPod is nil the pod's sandboxes and containers are
+// looked up by the pod's UID.
 func (r *Runtime) KillPod(ctx context.Context, pod *v1.Pod, runningPod *runtime.Pod, gracePeriodOverride *int64) error {
 	if runningPod == nil {
 		if pod == nil {
@@ -52,31 +57,24 @@ func (r *Runtime) findPod(ctx context.Context, uid types.UID) (*runtime.Pod, err
 }
 
 func (r *Runtime) killPod(ctx context.Context, pod *v1.Pod, running *runtime.Pod, override *int64) error {
-	var regular []*runtime.Container
-	sidecars := map[string]*runtime.Container{}
+	var live []*runtime.Container
 	for _, c := range running.Containers {
-		if c.State == runtime.ContainerStateExited {
-			continue
+		if c.State != runtime.ContainerStateExited {
+			live = append(live, c)
 		}
-		if pod != nil {
-			if spec := findInit(pod, c.Name); spec != nil && IsRestartableInit(spec) {
-				sidecars[c.Name] = c
-				continue
-			}
-		}
-		regular = append(regular, c)
 	}
+	order := newStopOrder(pod, live)
 
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		errs []error
 	)
-	for _, c := range regular {
+	for _, c := range live {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := r.killContainer(ctx, pod, c.ID.ID, c.Name, override, nil); err != nil {
+			if err := r.killContainer(ctx, pod, c.ID.ID, c.Name, override, nil, order); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -84,15 +82,6 @@ func (r *Runtime) killPod(ctx context.Context, pod *v1.Pod, running *runtime.Pod
 		}()
 	}
 	wg.Wait()
-	if pod != nil {
-		for i := len(pod.Spec.InitContainers) - 1; i >= 0; i-- {
-			if c := sidecars[pod.Spec.InitContainers[i].Name]; c != nil {
-				if err := r.killContainer(ctx, pod, c.ID.ID, c.Name, override, nil); err != nil {
-					errs = append(errs, err)
-				}
-			}
-		}
-	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cri: kill pod %s: %w", running.FullName(), err)
 	}
@@ -105,22 +94,101 @@ func (r *Runtime) killPod(ctx context.Context, pod *v1.Pod, running *runtime.Pod
 	return nil
 }
 
-func findInit(pod *v1.Pod, name string) *v1.Container {
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name {
-			return &pod.Spec.InitContainers[i]
+// stopOrder makes sidecars wait for their turn while a pod is killed: a
+// sidecar waits for every regular container and for the sidecar after it
+// (which waits for the one after it, and so on).
+type stopOrder struct {
+	// exited has one channel per container of the spec, closed once that
+	// container has exited (at once for one that is not running).
+	exited map[string]chan struct{}
+	// before lists, for each sidecar, the channels it waits on.
+	before map[string][]chan struct{}
+	// mu guards closing the channels of exited.
+	mu sync.Mutex
+}
+
+// newStopOrder returns the ordering for killing the live containers of
+// pod, or nil when the pod has no sidecar (or no spec).
+func newStopOrder(pod *v1.Pod, live []*runtime.Container) *stopOrder {
+	if pod == nil || !slices.ContainsFunc(pod.Spec.InitContainers, func(c v1.Container) bool { return IsRestartableInit(&c) }) {
+		return nil
+	}
+	isLive := make(map[string]bool, len(live))
+	for _, c := range live {
+		isLive[c.Name] = true
+	}
+	o := &stopOrder{exited: map[string]chan struct{}{}, before: map[string][]chan struct{}{}}
+	channel := func(name string) chan struct{} {
+		ch := make(chan struct{})
+		if !isLive[name] {
+			close(ch)
+		}
+		o.exited[name] = ch
+		return ch
+	}
+	var regular []chan struct{}
+	for i := range pod.Spec.Containers {
+		regular = append(regular, channel(pod.Spec.Containers[i].Name))
+	}
+	var next chan struct{} // the channel of the sidecar after this one
+	for i := len(pod.Spec.InitContainers) - 1; i >= 0; i-- {
+		c := &pod.Spec.InitContainers[i]
+		ch := channel(c.Name)
+		if !IsRestartableInit(c) {
+			continue
+		}
+		wait := slices.Clone(regular)
+		if next != nil {
+			wait = append(wait, next)
+		}
+		o.before[c.Name] = wait
+		next = ch
+	}
+	return o
+}
+
+// waitForTurn blocks until the named container may be stopped, for at
+// most grace seconds, and returns how long it waited.
+func (o *stopOrder) waitForTurn(ctx context.Context, clk clock.Clock, name string, grace int64) time.Duration {
+	if o == nil || grace <= 0 || len(o.before[name]) == 0 {
+		return 0
+	}
+	start := clk.Now()
+	t := clk.NewTimer(time.Duration(grace) * time.Second)
+	defer t.Stop()
+	for _, ch := range o.before[name] {
+		select {
+		case <-ch:
+		case <-t.C():
+			return clk.Since(start)
+		case <-ctx.Done():
+			return clk.Since(start)
 		}
 	}
-	return nil
+	return clk.Since(start)
+}
+
+// stopped records that the named container has exited.
+func (o *stopOrder) stopped(name string) {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if ch, ok := o.exited[name]; ok {
+		close(ch)
+		delete(o.exited, name)
+	}
 }
 
 // killContainer stops one container. The grace period is the pod's
 // deletion grace period, else the spec's, else the one recorded on the
 // container (for orphans), else 30 s. The preStop hook (from the spec, or
-// recorded on the container) runs first and uses up part of it; what is
-// left is at least 2 s. An override can only shorten the result. A
-// container that is already gone is not an error.
-func (r *Runtime) killContainer(ctx context.Context, pod *v1.Pod, id, name string, override *int64, podIPs []string) error {
+// recorded on the container) runs first and uses up part of it; with an
+// order, the wait for the container's turn uses up more; what is left is
+// at least 2 s. An override can only shorten the result. A container that
+// is already gone is not an error.
+func (r *Runtime) killContainer(ctx context.Context, pod *v1.Pod, id, name string, override *int64, podIPs []string, order *stopOrder) error {
 	grace := int64(defaultGracePeriod)
 	var spec *v1.Container
 	var preStop *v1.LifecycleHandler
@@ -166,13 +234,21 @@ func (r *Runtime) killContainer(ctx context.Context, pod *v1.Pod, id, name strin
 		}
 		grace -= int64(r.cfg.Clock.Since(start).Seconds())
 	}
+	if grace > 0 {
+		// Whole seconds, rounded down, as the kubelet counts the wait.
+		grace -= int64(order.waitForTurn(ctx, r.cfg.Clock, name, grace).Seconds())
+	}
 	if grace < minGracePeriod {
 		grace = minGracePeriod
 	}
 	if override != nil && *override < grace {
 		grace = max(*override, 0)
 	}
-	return r.stopContainer(ctx, id, name, grace)
+	if err := r.stopContainer(ctx, id, name, grace); err != nil {
+		return err
+	}
+	order.stopped(name)
+	return nil
 }
 
 func (r *Runtime) stopContainer(ctx context.Context, id, name string, grace int64) error {

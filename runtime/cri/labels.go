@@ -7,25 +7,30 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // The labels and annotations the kubelet puts on sandboxes and containers.
-// nodekit uses the same keys, so crictl and other CRI tools recognise the
-// pods, and an agent can adopt containers a kubelet created and the other
-// way round.
+// nodekit writes the same keys with the same values, so crictl and other
+// CRI tools recognise the pods, and nodekit and a kubelet adopt each
+// other's containers without restarting them.
 const (
 	LabelPodName       = "io.kubernetes.pod.name"
 	LabelPodNamespace  = "io.kubernetes.pod.namespace"
 	LabelPodUID        = "io.kubernetes.pod.uid"
 	LabelContainerName = "io.kubernetes.container.name"
 
+	// AnnotationContainerHash is HashContainer of the spec, in lower-case
+	// hexadecimal, as the kubelet writes and reads it.
 	AnnotationContainerHash             = "io.kubernetes.container.hash"
 	AnnotationRestartCount              = "io.kubernetes.container.restartCount"
 	AnnotationTerminationMessagePath    = "io.kubernetes.container.terminationMessagePath"
 	AnnotationTerminationMessagePolicy  = "io.kubernetes.container.terminationMessagePolicy"
 	AnnotationPodTerminationGracePeriod = "io.kubernetes.pod.terminationGracePeriod"
 )
+
+// AnnotationSpecHash is nodekit's own annotation: SpecHash of the spec, in
+// lower-case hexadecimal. The kubelet ignores it.
+const AnnotationSpecHash = "io.nodekit.container.specHash"
 
 // defaultGracePeriod is the grace period when neither the spec nor the
 // container's annotations give one (the API server's default).
@@ -54,6 +59,7 @@ func containerLabels(pod *v1.Pod, c *v1.Container) map[string]string {
 func containerAnnotations(pod *v1.Pod, c *v1.Container, restartCount int) map[string]string {
 	a := map[string]string{
 		AnnotationContainerHash:            strconv.FormatUint(HashContainer(c), 16),
+		AnnotationSpecHash:                 strconv.FormatUint(SpecHash(c), 16),
 		AnnotationRestartCount:             strconv.Itoa(restartCount),
 		AnnotationTerminationMessagePath:   c.TerminationMessagePath,
 		AnnotationTerminationMessagePolicy: string(c.TerminationMessagePolicy),
@@ -64,18 +70,85 @@ func containerAnnotations(pod *v1.Pod, c *v1.Container, restartCount int) map[st
 	return a
 }
 
-// HashContainer returns the hash of a container spec that is recorded on
-// the container when it is created; a running container whose recorded
-// hash differs from its spec's is restarted. It is the FNV-64a hash of the
-// spec's JSON form, with resource quantities in canonical form so that
-// "1" and "1000m" CPUs hash alike. It is safe for concurrent use.
+// HashContainer returns the kubelet's hash of a container spec, the value
+// a kubelet records in the AnnotationContainerHash annotation and compares
+// with its spec: it covers only the name and the image (the one container
+// field the API lets change on a running pod). It is the 32-bit FNV-1a hash of the
+// text "([]uint8)[b0 b1 ...]", where the b are the decimal bytes of the
+// JSON object {"image":...,"name":...} as encoding/json writes it (keys
+// sorted, HTML characters escaped); that text is how the kubelet's
+// hashing helper prints the JSON bytes before hashing them. It is safe for
+// concurrent use.
 func HashContainer(c *v1.Container) uint64 {
-	if len(c.Resources.Requests)+len(c.Resources.Limits) > 0 {
-		cc := *c
-		cc.Resources.Requests = canonical(c.Resources.Requests)
-		cc.Resources.Limits = canonical(c.Resources.Limits)
-		c = &cc
+	h := fnv32{h: fnvOffset32}
+	h.writeString("([]uint8)[")
+	h.writeDecimal(`{"image":`)
+	h.writeJSONString(c.Image)
+	h.writeDecimal(`,"name":`)
+	h.writeJSONString(c.Name)
+	h.writeDecimal(`}`)
+	h.writeString("]")
+	return uint64(h.h)
+}
+
+// fnv32 is an FNV-1a 32-bit hash that can take bytes as the decimal list
+// fmt prints for a byte slice.
+type fnv32 struct {
+	h      uint32
+	listed bool // a byte was written by writeDecimal
+}
+
+func (f *fnv32) writeString(s string) {
+	for i := 0; i < len(s); i++ {
+		f.h ^= uint32(s[i])
+		f.h *= fnvPrime32
 	}
+}
+
+// writeDecimal writes each byte of s as its decimal digits, separated
+// from the previous one by a space.
+func (f *fnv32) writeDecimal(s string) {
+	var digits [4]byte
+	for i := 0; i < len(s); i++ {
+		d := digits[:0]
+		if f.listed {
+			d = append(d, ' ')
+		}
+		f.listed = true
+		for _, b := range strconv.AppendUint(d, uint64(s[i]), 10) {
+			f.h ^= uint32(b)
+			f.h *= fnvPrime32
+		}
+	}
+}
+
+// writeJSONString is writeDecimal of s as encoding/json writes a string,
+// quotes included.
+func (f *fnv32) writeJSONString(s string) {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b < 0x20 || b >= 0x7f || b == '"' || b == '\\' || b == '<' || b == '>' || b == '&' {
+			out, _ := json.Marshal(s) // escapes and invalid UTF-8: as encoding/json decides
+			f.writeDecimal(string(out))
+			return
+		}
+	}
+	f.writeDecimal(`"`)
+	f.writeDecimal(s)
+	f.writeDecimal(`"`)
+}
+
+const (
+	fnvOffset32 = 2166136261
+	fnvPrime32  = 16777619
+)
+
+// SpecHash returns nodekit's hash of a whole container spec, recorded in
+// the AnnotationSpecHash annotation: a running container created by
+// nodekit whose recorded SpecHash differs from its spec's is restarted,
+// whatever field changed. It is the FNV-1a 64-bit hash of the spec's JSON
+// form (resource quantities are always written in canonical form, so "1"
+// and "1000m" CPUs hash alike). It is safe for concurrent use.
+func SpecHash(c *v1.Container) uint64 {
 	e := hashEncoders.Get().(*hashEncoder)
 	defer hashEncoders.Put(e)
 	e.buf.Reset()
@@ -108,16 +181,3 @@ var hashEncoders = sync.Pool{New: func() any {
 	e.enc.SetEscapeHTML(false)
 	return e
 }}
-
-// canonical returns the quantities rewritten in their canonical form.
-func canonical(list v1.ResourceList) v1.ResourceList {
-	if list == nil {
-		return nil
-	}
-	out := make(v1.ResourceList, len(list))
-	for name, q := range list {
-		number, suffix := q.CanonicalizeBytes(nil)
-		out[name] = resource.MustParse(string(number) + string(suffix))
-	}
-	return out
-}

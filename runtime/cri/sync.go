@@ -37,7 +37,7 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 	if status == nil {
 		status = &runtime.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
-	a := computePodActions(pod, status, r.cfg.Probes, func(c *v1.Container) uint64 { return r.hashes.hash(pod.UID, c) })
+	a := computePodActions(pod, status, r.cfg.Probes, specHasher{r.hashes, pod.UID})
 	if !a.KillPod && !a.CreateSandbox && len(a.ContainersToKill)+len(a.InitContainersToStart)+len(a.ContainersToStart)+len(a.EphemeralContainersToStart) == 0 {
 		return res // nothing to do: no CRI call, no config built
 	}
@@ -58,7 +58,7 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 		for _, k := range a.ContainersToKill {
 			log.V(2).Info("killing container", "container", k.Name, "containerID", k.ID.String(), "reason", k.Message)
 			r.cfg.Events(pod, v1.EventTypeNormal, "Killing", k.Message)
-			err := r.killContainer(ctx, pod, k.ID.ID, k.Name, k.GracePeriod, status.IPs)
+			err := r.killContainer(ctx, pod, k.ID.ID, k.Name, k.GracePeriod, status.IPs, nil)
 			res.Add(step(runtime.ActionKillContainer, k.Name, err, ReasonKillContainerError))
 			if err != nil {
 				return res
@@ -124,10 +124,10 @@ func (r *Runtime) createSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxC
 	return id, wrap("RunPodSandbox", sandboxName(cfg), err)
 }
 
-// crashLoopKey keys the restart back-off by pod, container and spec hash,
-// so a changed spec starts afresh.
+// crashLoopKey keys the restart back-off by pod, container and whole-spec
+// hash, so a changed spec (which restarts the container) starts afresh.
 func crashLoopKey(pod *v1.Pod, c *v1.Container) string {
-	return string(pod.UID) + "/" + c.Name + "/" + strconv.FormatUint(HashContainer(c), 16)
+	return string(pod.UID) + "/" + c.Name + "/" + strconv.FormatUint(SpecHash(c), 16)
 }
 
 // startContainer applies the restart back-off, pulls the image if needed,
@@ -140,14 +140,20 @@ func (r *Runtime) startContainer(ctx context.Context, pod *v1.Pod, s containerSp
 		return runtime.SyncStep{Action: runtime.ActionStartContainer, Target: c.Name, Err: err, Reason: reason, Message: err.Error()}
 	}
 	prev := status.FindContainerStatus(c.Name)
-	if prev != nil && prev.State == runtime.ContainerStateExited {
+	// The back-off is judged, as the kubelet does, from the newest exited
+	// instance in the observation this sync started from. An instance
+	// killed in this sync for a failed probe was still running then, so
+	// its restart is judged from the instance before it: restarts for
+	// probe failures are delayed like crashes once they come faster than
+	// the delay.
+	if dead := newestExited(status, c.Name); dead != nil {
 		key := crashLoopKey(pod, c)
-		if left := r.crashBackoff.remaining(key, prev.FinishedAt); left > 0 {
+		if left := r.crashBackoff.remaining(key, dead.FinishedAt); left > 0 {
 			msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", r.crashBackoff.delay(key), c.Name, pod.Name, pod.Namespace, pod.UID)
 			r.cfg.Events(pod, v1.EventTypeWarning, reasonBackOff, "Back-off restarting failed container "+c.Name+" in pod "+pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")")
 			return runtime.SyncStep{Action: runtime.ActionStartContainer, Target: c.Name, Err: errors.New(msg), Reason: ReasonCrashLoopBackOff, Message: msg}
 		}
-		r.crashBackoff.next(key, prev.FinishedAt)
+		r.crashBackoff.next(key, dead.FinishedAt)
 	}
 
 	img, reason, err := r.ensureImage(ctx, pod, c, s.field, sandboxConfig)
@@ -198,6 +204,17 @@ func (r *Runtime) startContainer(ctx context.Context, pod *v1.Pod, s containerSp
 		}
 	}
 	return runtime.SyncStep{Action: runtime.ActionStartContainer, Target: c.Name}
+}
+
+// newestExited returns the newest exited instance of the named container,
+// or nil.
+func newestExited(status *runtime.PodStatus, name string) *runtime.ContainerStatus {
+	for _, c := range status.ContainerStatuses {
+		if c.Name == name && c.State == runtime.ContainerStateExited {
+			return c
+		}
+	}
+	return nil
 }
 
 func parseGrace(a map[string]string) (int64, bool) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -15,7 +16,8 @@ import (
 )
 
 // tenContainerPod is a realistic pod: ten containers with env, ports,
-// resources and probes, all running in a ready sandbox.
+// resources and probes, all running in a ready sandbox and recording the
+// hashes nodekit writes.
 func tenContainerPod() (*v1.Pod, *runtime.PodStatus) {
 	var names []string
 	for i := 0; i < 10; i++ {
@@ -29,7 +31,10 @@ func tenContainerPod() (*v1.Pod, *runtime.PodStatus) {
 		c.Ports = []v1.ContainerPort{{Name: "http", ContainerPort: 8080}}
 		c.Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m")}
 		c.ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}}
-		obs.containers = append(obs.containers, ctr(pod, c.Name, running, 0))
+		// As nodekit creates them: both the kubelet's hash and SpecHash.
+		st := ctr(pod, c.Name, running, 0)
+		st.Annotations = map[string]string{cri.AnnotationSpecHash: strconv.FormatUint(cri.SpecHash(c), 16)}
+		obs.containers = append(obs.containers, st)
 	}
 	return pod, obs.status()
 }
