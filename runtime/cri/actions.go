@@ -105,7 +105,8 @@ func IsRestartableInit(c *v1.Container) bool { return podutil.IsRestartableInit(
 //     being restarted for its spec or its liveness probe.
 //   - A regular container is (re)started when it has never run, is in the
 //     created or unknown state, or has exited and the restart policy
-//     (Always; OnFailure with a non-zero exit code) says so.
+//     (Always; OnFailure with a non-zero exit code) says so; never in a
+//     pod marked for deletion.
 //   - A running regular container whose spec changed is killed and
 //     restarted whatever the policy; one whose liveness or startup probe
 //     failed is killed and restarted unless the policy is Never; one in
@@ -413,6 +414,9 @@ func succeeded(name string, status *runtime.PodStatus) bool {
 }
 
 func shouldRestart(pod *v1.Pod, st *runtime.ContainerStatus) bool {
+	if pod.DeletionTimestamp != nil {
+		return false // a pod marked for deletion is only ever stopped
+	}
 	if st == nil {
 		return true
 	}
