@@ -50,7 +50,8 @@
 //     SyncTerminatingRuntimePod;
 //   - only one static pod (annotation kubernetes.io/config.source other
 //     than "api") per namespace/name runs: a replacement waits until its
-//     predecessor terminated;
+//     predecessor terminated, and one killed while it waits never starts:
+//     it is finished at once, with no step, and holds up no one;
 //   - SyncKnownPods terminates workers whose pods left the config and
 //     forgets finished ones that are no longer desired or were created
 //     again.

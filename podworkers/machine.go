@@ -191,6 +191,13 @@ func (m *Machine) Update(opts UpdatePodOptions, now time.Time) UpdateEffect {
 		eff.Cancel = s.working && s.workingStep == Syncing
 	}
 	if s.state >= Terminating {
+		if s.waiting {
+			// A static pod still waiting for its predecessor never
+			// started: there is nothing to stop, and it must not hold up
+			// the next pod of its name.
+			m.finish(uid, s)
+			return eff
+		}
 		if g := gracePeriod(opts); g != nil && (s.grace == nil || *g < *s.grace) {
 			s.grace = g
 		}
@@ -317,6 +324,7 @@ func (m *Machine) Finish(uid types.UID, res StepResult, now time.Time) FinishEff
 // same full name start.
 func (m *Machine) finish(uid types.UID, s *podState) FinishEffect {
 	s.finished = true
+	s.waiting = false
 	s.state = Terminated
 	s.pending = false
 	s.retryAt, s.due = time.Time{}, time.Time{}
