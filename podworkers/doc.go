@@ -41,7 +41,8 @@
 //     starts the pod afresh;
 //   - grace periods only shorten (the kill override, else the deletion
 //     grace period, else the spec's, else 30 s); a pod whose SyncPod
-//     reports a terminal phase is killed with at most 1 s;
+//     reports a terminal phase gets the same, since its sidecars may
+//     still run;
 //   - a pod whose sync reports a terminal phase, or whose spec is deleted
 //     or in a terminal phase, is terminated;
 //   - pods known only to the runtime (orphans: an update with a

@@ -286,10 +286,11 @@ func (m *Machine) Finish(uid types.UID, res StepResult, now time.Time) FinishEff
 				s.due = now.Add(m.cfg.ResyncInterval)
 			}
 			if res.Err == nil && res.Terminal {
+				// The pod's own grace period, as for a deletion: its
+				// sidecars may still run and drain.
 				s.enterTerminating()
-				g := int64(1) // a pod that finished has nothing left to drain
-				if s.grace == nil || g < *s.grace {
-					s.grace = &g
+				if g := gracePeriod(UpdatePodOptions{Pod: s.pod}); s.grace == nil || *g < *s.grace {
+					s.grace = g
 				}
 			}
 		}

@@ -128,8 +128,8 @@ func TestMachineTerminalPhase(t *testing.T) {
 	e.update(podworkers.SyncPodCreate, p)
 	e.next(p.UID, podworkers.Syncing)
 	e.finish(p.UID, podworkers.StepResult{Terminal: true})
-	if s := e.next(p.UID, podworkers.Terminating); s.GracePeriod != 1 {
-		t.Errorf("grace %d, want 1 for a pod that finished", s.GracePeriod)
+	if s := e.next(p.UID, podworkers.Terminating); s.GracePeriod != 30 {
+		t.Errorf("grace %d, want the spec's 30 for a pod that finished", s.GracePeriod)
 	}
 	// A spec already in a terminal phase terminates at once.
 	done := pod("done", "v1")

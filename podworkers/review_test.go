@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/podworkers"
 )
@@ -73,5 +74,30 @@ func TestStaticPodKilledWhileWaitingNeverRuns(t *testing.T) {
 	e.quiet()
 	if states := e.pw.SyncKnownPods([]*v1.Pod{running}); len(states) != 1 {
 		t.Errorf("states %v, want only the running pod", states)
+	}
+}
+
+// A pod whose SyncPod reports a terminal phase is killed with its own
+// grace period, as the kubelet does: its sidecars may still run and get
+// their full termination grace period.
+func TestMachineTerminalPodKeepsItsGracePeriod(t *testing.T) {
+	e := newMachine(t)
+	p := pod("job", "v1")
+	p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](45)
+	e.update(podworkers.SyncPodCreate, p)
+	e.next(p.UID, podworkers.Syncing)
+	e.finish(p.UID, podworkers.StepResult{Terminal: true})
+	if s := e.next(p.UID, podworkers.Terminating); s.GracePeriod != 45 {
+		t.Errorf("grace %d, want the spec's 45", s.GracePeriod)
+	}
+	// A kill that arrives meanwhile still shortens it.
+	q := pod("job2", "v1")
+	q.Spec.TerminationGracePeriodSeconds = ptr.To[int64](45)
+	e.update(podworkers.SyncPodCreate, q)
+	e.next(q.UID, podworkers.Syncing)
+	e.finish(q.UID, podworkers.StepResult{Terminal: true})
+	e.kill(q, 3)
+	if s := e.next(q.UID, podworkers.Terminating); s.GracePeriod != 3 {
+		t.Errorf("grace %d, want the kill's 3", s.GracePeriod)
 	}
 }
