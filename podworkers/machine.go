@@ -435,21 +435,20 @@ func wantsTermination(opts UpdatePodOptions) bool {
 	return pod != nil && (pod.DeletionTimestamp != nil || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed)
 }
 
-// gracePeriod: the override, else the deletion grace period, else the
-// spec's, else 30s.
+// gracePeriod: the pod's own (the deletion grace period, else the spec's,
+// else 30s), shortened by the kill's override.
 func gracePeriod(opts UpdatePodOptions) *int64 {
-	if opts.Kill != nil && opts.Kill.GracePeriodOverride != nil {
-		g := max(*opts.Kill.GracePeriodOverride, 0)
-		return &g
-	}
-	if pod := opts.Pod; pod != nil {
-		if pod.DeletionGracePeriodSeconds != nil {
-			return pod.DeletionGracePeriodSeconds
-		}
-		if pod.Spec.TerminationGracePeriodSeconds != nil {
-			return pod.Spec.TerminationGracePeriodSeconds
-		}
-	}
 	g := int64(30)
+	if pod := opts.Pod; pod != nil {
+		switch {
+		case pod.DeletionGracePeriodSeconds != nil:
+			g = *pod.DeletionGracePeriodSeconds
+		case pod.Spec.TerminationGracePeriodSeconds != nil:
+			g = *pod.Spec.TerminationGracePeriodSeconds
+		}
+	}
+	if opts.Kill != nil && opts.Kill.GracePeriodOverride != nil {
+		g = min(g, max(*opts.Kill.GracePeriodOverride, 0))
+	}
 	return &g
 }

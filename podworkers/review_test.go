@@ -5,6 +5,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -99,5 +100,33 @@ func TestMachineTerminalPodKeepsItsGracePeriod(t *testing.T) {
 	e.kill(q, 3)
 	if s := e.next(q.UID, podworkers.Terminating); s.GracePeriod != 3 {
 		t.Errorf("grace %d, want the kill's 3", s.GracePeriod)
+	}
+}
+
+// A kill's grace period override only shortens the pod's own (the
+// deletion's, else the spec's): a longer override, even on the first
+// kill, keeps the pod's, and a resync that follows changes nothing.
+func TestMachineKillOverrideNeverLengthens(t *testing.T) {
+	e := newMachine(t)
+	p := pod("a", "v1") // the spec says 30
+	e.update(podworkers.SyncPodCreate, p)
+	e.next(p.UID, podworkers.Syncing)
+	e.finish(p.UID, podworkers.StepResult{})
+	e.kill(p, 60)
+	if s := e.next(p.UID, podworkers.Terminating); s.GracePeriod != 30 {
+		t.Errorf("grace %d, want the spec's 30: the override of 60 lengthened it", s.GracePeriod)
+	}
+	e.finish(p.UID, podworkers.StepResult{Err: errStep})
+	e.update(podworkers.SyncPodSync, p)
+	if s := e.next(p.UID, podworkers.Terminating); s.GracePeriod != 30 {
+		t.Errorf("grace %d after a resync, want 30", s.GracePeriod)
+	}
+	// The deletion's grace period counts as well as the override.
+	d := pod("d", "v1")
+	d.DeletionTimestamp = &metav1.Time{Time: t0}
+	d.DeletionGracePeriodSeconds = ptr.To[int64](5)
+	e.kill(d, 60)
+	if s := e.next(d.UID, podworkers.Terminating); s.GracePeriod != 5 {
+		t.Errorf("grace %d, want the deletion's 5", s.GracePeriod)
 	}
 }
