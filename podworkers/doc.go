@@ -39,10 +39,10 @@
 //     static pod's manifest removed and put back) is remembered, and once
 //     the worker finished SyncKnownPods forgets it, so that the caller
 //     starts the pod afresh;
-//   - grace periods only shorten (the kill override, else the deletion
-//     grace period, else the spec's, else 30 s); a pod whose SyncPod
-//     reports a terminal phase is killed with its own grace period, as
-//     the kubelet does, which its sidecars still use;
+//   - grace periods only shorten: the pod's own (the deletion grace
+//     period, else the spec's, else 30 s), shortened by a kill's
+//     override, never lengthened by one; a pod whose SyncPod reports a
+//     terminal phase gets the same, since its sidecars may still run;
 //   - a pod whose sync reports a terminal phase, or whose spec is deleted
 //     or in a terminal phase, is terminated;
 //   - pods known only to the runtime (orphans: an update with a
@@ -51,7 +51,8 @@
 //     SyncTerminatingRuntimePod;
 //   - only one static pod (annotation kubernetes.io/config.source other
 //     than "api") per namespace/name runs: a replacement waits until its
-//     predecessor terminated;
+//     predecessor terminated, and one killed while it waits never starts:
+//     it is finished at once, with no step, and holds up no one;
 //   - SyncKnownPods terminates workers whose pods left the config and
 //     forgets finished ones that are no longer desired or were created
 //     again.

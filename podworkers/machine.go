@@ -191,6 +191,13 @@ func (m *Machine) Update(opts UpdatePodOptions, now time.Time) UpdateEffect {
 		eff.Cancel = s.working && s.workingStep == Syncing
 	}
 	if s.state >= Terminating {
+		if s.waiting {
+			// A static pod still waiting for its predecessor never
+			// started: there is nothing to stop, and it must not hold up
+			// the next pod of its name.
+			m.finish(uid, s)
+			return eff
+		}
 		if g := gracePeriod(opts); g != nil && (s.grace == nil || *g < *s.grace) {
 			s.grace = g
 		}
@@ -279,10 +286,9 @@ func (m *Machine) Finish(uid types.UID, res StepResult, now time.Time) FinishEff
 				s.due = now.Add(m.cfg.ResyncInterval)
 			}
 			if res.Err == nil && res.Terminal {
+				// The pod's own grace period, as for a deletion: its
+				// sidecars may still run and drain.
 				s.enterTerminating()
-				// As in the kubelet, a pod that finished is terminated
-				// with its own grace period, which what still runs
-				// (sidecars) uses.
 				if g := gracePeriod(UpdatePodOptions{Pod: s.pod}); s.grace == nil || *g < *s.grace {
 					s.grace = g
 				}
@@ -319,6 +325,7 @@ func (m *Machine) Finish(uid types.UID, res StepResult, now time.Time) FinishEff
 // same full name start.
 func (m *Machine) finish(uid types.UID, s *podState) FinishEffect {
 	s.finished = true
+	s.waiting = false
 	s.state = Terminated
 	s.pending = false
 	s.retryAt, s.due = time.Time{}, time.Time{}
@@ -428,21 +435,20 @@ func wantsTermination(opts UpdatePodOptions) bool {
 	return pod != nil && (pod.DeletionTimestamp != nil || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed)
 }
 
-// gracePeriod: the override, else the deletion grace period, else the
-// spec's, else 30s.
+// gracePeriod: the pod's own (the deletion grace period, else the spec's,
+// else 30s), shortened by the kill's override.
 func gracePeriod(opts UpdatePodOptions) *int64 {
-	if opts.Kill != nil && opts.Kill.GracePeriodOverride != nil {
-		g := max(*opts.Kill.GracePeriodOverride, 0)
-		return &g
-	}
-	if pod := opts.Pod; pod != nil {
-		if pod.DeletionGracePeriodSeconds != nil {
-			return pod.DeletionGracePeriodSeconds
-		}
-		if pod.Spec.TerminationGracePeriodSeconds != nil {
-			return pod.Spec.TerminationGracePeriodSeconds
-		}
-	}
 	g := int64(30)
+	if pod := opts.Pod; pod != nil {
+		switch {
+		case pod.DeletionGracePeriodSeconds != nil:
+			g = *pod.DeletionGracePeriodSeconds
+		case pod.Spec.TerminationGracePeriodSeconds != nil:
+			g = *pod.Spec.TerminationGracePeriodSeconds
+		}
+	}
+	if opts.Kill != nil && opts.Kill.GracePeriodOverride != nil {
+		g = min(g, max(*opts.Kill.GracePeriodOverride, 0))
+	}
 	return &g
 }

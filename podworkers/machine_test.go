@@ -129,7 +129,7 @@ func TestMachineTerminalPhase(t *testing.T) {
 	e.next(p.UID, podworkers.Syncing)
 	e.finish(p.UID, podworkers.StepResult{Terminal: true})
 	if s := e.next(p.UID, podworkers.Terminating); s.GracePeriod != 30 {
-		t.Errorf("grace %d, want the pod's own (the default 30) for a pod that finished", s.GracePeriod)
+		t.Errorf("grace %d, want the spec's 30 for a pod that finished", s.GracePeriod)
 	}
 	// A spec already in a terminal phase terminates at once.
 	done := pod("done", "v1")
