@@ -64,11 +64,16 @@
 // SyncPod, SyncTerminatingPod, SyncTerminatingRuntimePod or
 // SyncTerminatedPod, and a panic in any of them.
 //
-//   - The delay after a failed step is BackOffPeriod (10 s), doubled
-//     with each further consecutive failure of the pod, up to
-//     MaxBackOffPeriod (default ResyncInterval, 1 min): 10 s, 20 s, 40 s,
-//     1 min, 1 min... A successful step, or a move to terminating,
-//     starts again from 10 s.
+//   - The delay after a failed step is BackOffPeriod (10 s), as in the
+//     kubelet. With MaxBackOffPeriod set above it, the delay doubles with
+//     each further consecutive failure of the pod up to that cap (with
+//     1 min: 10 s, 20 s, 40 s, 1 min, 1 min...); a successful step, or a
+//     move to terminating, starts again from BackOffPeriod.
+//   - A sync refused because a back-off is running (an error holding a
+//     runtime.BackOffError, as runtime/cri returns for CrashLoopBackOff)
+//     is retried when that back-off ends, at most ResyncInterval later,
+//     as the kubelet does: a crash-looping container restarts on the
+//     back-off's schedule, not later.
 //   - A syncing pod is due again ResyncInterval (1 min) after a
 //     successful sync, or after the back-off after a failure; Due reports
 //     it, and the sync loop sends it a SyncPodSync with the latest spec.

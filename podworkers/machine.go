@@ -20,8 +20,10 @@ type MachineConfig struct {
 	// MaxBackOffPeriod; a success starts again from BackOffPeriod.
 	// Default 10s, the kubelet's backOffPeriod.
 	BackOffPeriod time.Duration
-	// MaxBackOffPeriod caps the back-off. Default: ResyncInterval, the
-	// kubelet's cap; never below BackOffPeriod.
+	// MaxBackOffPeriod caps the back-off. Default: BackOffPeriod, so that
+	// every retry comes BackOffPeriod after a failure, as in the kubelet;
+	// set it higher to back off further from a pod that keeps failing.
+	// Never below BackOffPeriod.
 	MaxBackOffPeriod time.Duration
 }
 
@@ -33,7 +35,7 @@ func (c *MachineConfig) defaults() {
 		c.BackOffPeriod = 10 * time.Second
 	}
 	if c.MaxBackOffPeriod <= 0 {
-		c.MaxBackOffPeriod = c.ResyncInterval
+		c.MaxBackOffPeriod = c.BackOffPeriod
 	}
 	c.MaxBackOffPeriod = max(c.MaxBackOffPeriod, c.BackOffPeriod)
 }
@@ -281,7 +283,14 @@ func (m *Machine) Finish(uid types.UID, res StepResult, now time.Time) FinishEff
 	case Syncing:
 		if s.state == Syncing {
 			if res.Err != nil {
-				s.due = now.Add(m.backOff(s.failures))
+				delay := m.backOff(s.failures)
+				// A refusal for a running back-off (CrashLoopBackOff) says
+				// when it ends: retry then, as the kubelet does, so the
+				// restart is not delayed past it.
+				if until, ok := runtime.BackOffUntil(res.Err); ok {
+					delay = min(max(until.Sub(now), 0), m.cfg.ResyncInterval)
+				}
+				s.due = now.Add(delay)
 			} else {
 				s.due = now.Add(m.cfg.ResyncInterval)
 			}

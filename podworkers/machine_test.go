@@ -2,6 +2,7 @@ package podworkers_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -242,6 +243,7 @@ func TestMachineOrphans(t *testing.T) {
 // from 10 s after a success.
 func TestMachineSyncBackOffGrowsAndResets(t *testing.T) {
 	e := newMachine(t)
+	e.m = podworkers.NewMachine(podworkers.MachineConfig{MaxBackOffPeriod: time.Minute})
 	p := pod("a", "v1")
 	e.update(podworkers.SyncPodCreate, p)
 	for _, want := range []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, time.Minute, time.Minute, 0, 10 * time.Second} {
@@ -276,7 +278,7 @@ func TestMachineRetriesTerminationItself(t *testing.T) {
 	e.finish(p.UID, podworkers.StepResult{})
 	e.kill(p, 30)
 	for _, st := range []podworkers.State{podworkers.Terminating, podworkers.Terminated} {
-		for _, wait := range []time.Duration{10 * time.Second, 20 * time.Second} {
+		for _, wait := range []time.Duration{10 * time.Second, 10 * time.Second} {
 			e.next(p.UID, st)
 			e.finish(p.UID, podworkers.StepResult{Err: errStep})
 			if at := e.m.RetryAt(p.UID); !at.Equal(e.now.Add(wait)) {
@@ -330,5 +332,42 @@ func TestMachineUpdateDuringBackOffRunsAtOnce(t *testing.T) {
 	e.kill(p, 2)
 	if s := e.next(p.UID, podworkers.Terminating); s.GracePeriod != 2 {
 		t.Errorf("grace %d, want 2", s.GracePeriod)
+	}
+}
+
+// By default every failed sync is retried after BackOffPeriod, as the
+// kubelet does; a refusal for a running back-off is retried when that
+// back-off ends (never later than the resync interval).
+func TestMachineSyncRetryFollowsTheBackOffError(t *testing.T) {
+	e := newMachine(t)
+	p := pod("a", "v1")
+	e.update(podworkers.SyncPodCreate, p)
+	for i, tc := range []struct {
+		backOff time.Duration // 0: a plain error
+		want    time.Duration
+	}{
+		{0, 10 * time.Second},
+		{0, 10 * time.Second}, // no growth by default
+		{40 * time.Second, 40 * time.Second},
+		{5 * time.Minute, time.Minute}, // capped at the resync interval
+		{-time.Second, 0},              // already over: at once
+	} {
+		e.next(p.UID, podworkers.Syncing)
+		err := errStep
+		if tc.backOff != 0 {
+			until := e.now.Add(tc.backOff)
+			err = fmt.Errorf("sync: %w", errors.Join(errStep, &runtime.BackOffError{Err: errors.New("CrashLoopBackOff"), Until: until}))
+		}
+		e.finish(p.UID, podworkers.StepResult{Err: err})
+		if tc.want > 0 {
+			if due := e.m.Due(e.now.Add(tc.want - time.Nanosecond)); len(due) != 0 {
+				t.Fatalf("step %d: due before %v", i, tc.want)
+			}
+		}
+		e.now = e.now.Add(tc.want)
+		if due := e.m.Due(e.now); len(due) != 1 {
+			t.Fatalf("step %d: not due after %v", i, tc.want)
+		}
+		e.update(podworkers.SyncPodSync, p)
 	}
 }

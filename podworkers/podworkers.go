@@ -113,8 +113,8 @@ type Config struct {
 	// it doubles with each further consecutive failure, up to
 	// MaxBackOffPeriod. Default 10s, the kubelet's.
 	BackOffPeriod time.Duration
-	// MaxBackOffPeriod caps the back-off. Default: ResyncInterval (the
-	// kubelet's cap).
+	// MaxBackOffPeriod caps the back-off. Default: BackOffPeriod (no
+	// growth, as in the kubelet).
 	MaxBackOffPeriod time.Duration
 	// Clock stamps steps and times retries. Default: the real clock.
 	Clock clock.Clock

@@ -589,13 +589,11 @@ func TestFailedStatusReadIsRetried(t *testing.T) {
 		t.Fatalf("%+v, want the sync retried", c)
 	}
 
-	// Terminating: two failed reads, retried after 10 s, then 20 s.
+	// Terminating: two failed reads, each retried after 10 s.
 	c.failNext(2)
 	gate := e.h.block(p.UID)
 	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
 	e.stepWhenWaiting(10 * time.Second)
-	e.stepWhenWaiting(10 * time.Second)
-	e.quiet() // the second back-off is 20 s
 	e.stepWhenWaiting(10 * time.Second)
 	if c := e.next(); c.kind != "terminating" {
 		t.Fatalf("%+v, want terminating", c)

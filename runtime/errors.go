@@ -1,6 +1,9 @@
 package runtime
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // Error classes. Implementations wrap their errors so that errors.Is(err,
 // ErrNotFound) and the like classify them whatever the transport; for
@@ -31,3 +34,44 @@ var (
 
 // IsNotFound reports whether err is of class ErrNotFound.
 func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// BackOffError is a step refused because a back-off is running (a
+// container in CrashLoopBackOff): Until is when the back-off ends and the
+// step may be tried again. A caller that retries failed syncs (the pod
+// workers) waits until then instead of its own delay, so a restart comes
+// when the back-off allows it, not later.
+type BackOffError struct {
+	Err   error
+	Until time.Time
+}
+
+func (e *BackOffError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *BackOffError) Unwrap() error { return e.Err }
+
+// BackOffUntil returns the earliest Until of the BackOffErrors anywhere in
+// err's tree (wrapped with %w or joined with errors.Join), and whether
+// there is one. Other errors in the tree are passed over.
+func BackOffUntil(err error) (time.Time, bool) {
+	var until time.Time
+	found := false
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case nil:
+		case *BackOffError:
+			if !found || e.Until.Before(until) {
+				until, found = e.Until, true
+			}
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				walk(inner)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+	}
+	walk(err)
+	return until, found
+}

@@ -1,7 +1,10 @@
 package runtime_test
 
 import (
+	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -22,5 +25,31 @@ func TestRunningPod(t *testing.T) {
 	done := &runtime.PodStatus{ContainerStatuses: []*runtime.ContainerStatus{{Name: "a", State: runtime.ContainerStateExited}}}
 	if _, empty := done.RunningPod(false); !empty {
 		t.Error("a pod with nothing running is not empty")
+	}
+}
+
+func TestBackOffUntil(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := &runtime.BackOffError{Err: errors.New("a"), Until: t0.Add(20 * time.Second)}
+	b := &runtime.BackOffError{Err: errors.New("b"), Until: t0.Add(10 * time.Second)}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want time.Time
+		ok   bool
+	}{
+		{"nil", nil, time.Time{}, false},
+		{"a plain error", errors.New("x"), time.Time{}, false},
+		{"one", a, a.Until, true},
+		{"wrapped", fmt.Errorf("pod x: %w", a), a.Until, true},
+		{"joined with others: the earliest", errors.Join(errors.New("x"), a, fmt.Errorf("y: %w", b)), b.Until, true},
+	} {
+		got, ok := runtime.BackOffUntil(tc.err)
+		if !got.Equal(tc.want) || ok != tc.ok {
+			t.Errorf("%s: %v %v, want %v %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+	if !errors.Is(fmt.Errorf("w: %w", a), a.Err) {
+		t.Error("a BackOffError does not unwrap to its error")
 	}
 }

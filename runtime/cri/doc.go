@@ -36,7 +36,10 @@
 //     judged from the newest exited instance in the observation the sync
 //     started from, so a container killed for a failed liveness or
 //     startup probe goes through it too: its restart waits while the
-//     instance before it exited less than the current delay ago.
+//     instance before it exited less than the current delay ago. A
+//     restart refused by the back-off fails its step with a
+//     *runtime.BackOffError that says when the back-off ends, so the pod
+//     workers retry the sync then.
 //   - Images: pull policy (Always for :latest or no tag, else
 //     IfNotPresent, unless the spec says), pull secrets of type
 //     kubernetes.io/dockerconfigjson or dockercfg turned into CRI auth

@@ -88,9 +88,18 @@ func TestCrashLoopBackOff(t *testing.T) {
 		if s.Reason != cri.ReasonCrashLoopBackOff || !strings.Contains(s.Message, "back-off "+wait.String()) {
 			t.Fatalf("right after a crash: %+v, want CrashLoopBackOff with back-off %v", s, wait)
 		}
+		// The refusal says when the back-off ends, for the pod workers.
+		until, ok := runtime.BackOffUntil(res.Error())
+		if now := h.clock.Now(); !ok || !until.After(now) || until.After(now.Add(wait+time.Millisecond)) {
+			t.Fatalf("back-off ends at %v (found %v), want within %v of %v", until, ok, wait, now)
+		}
 		h.clock.Step(wait - time.Second)
-		if s := lastStep(h.rt.SyncPod(h.ctx, pod, h.status(pod)), "crasher"); s.Reason != cri.ReasonCrashLoopBackOff {
+		res = h.rt.SyncPod(h.ctx, pod, h.status(pod))
+		if s := lastStep(res, "crasher"); s.Reason != cri.ReasonCrashLoopBackOff {
 			t.Fatalf("%v into a %v back-off: %+v, want still backing off", wait-time.Second, wait, s)
+		}
+		if later, _ := runtime.BackOffUntil(res.Error()); !later.Equal(until) {
+			t.Fatalf("the same back-off ends at %v, then at %v", until, later)
 		}
 		h.clock.Step(time.Second + time.Millisecond)
 		if s := lastStep(h.rt.SyncPod(h.ctx, pod, h.status(pod)), "crasher"); s.Err != nil {

@@ -151,7 +151,8 @@ func (r *Runtime) startContainer(ctx context.Context, pod *v1.Pod, s containerSp
 		if left := r.crashBackoff.remaining(key, dead.FinishedAt); left > 0 {
 			msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", r.crashBackoff.delay(key), c.Name, pod.Name, pod.Namespace, pod.UID)
 			r.cfg.Events(pod, v1.EventTypeWarning, reasonBackOff, "Back-off restarting failed container "+c.Name+" in pod "+pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")")
-			return runtime.SyncStep{Action: runtime.ActionStartContainer, Target: c.Name, Err: errors.New(msg), Reason: ReasonCrashLoopBackOff, Message: msg}
+			err := &runtime.BackOffError{Err: errors.New(msg), Until: r.cfg.Clock.Now().Add(left)}
+			return runtime.SyncStep{Action: runtime.ActionStartContainer, Target: c.Name, Err: err, Reason: ReasonCrashLoopBackOff, Message: msg}
 		}
 		r.crashBackoff.next(key, dead.FinishedAt)
 	}
