@@ -76,6 +76,11 @@ func (r *Runtime) containerConfig(ctx context.Context, pod *v1.Pod, s containerS
 			annotations[AnnotationPreStopHandler] = string(b)
 		}
 	}
+	if len(c.Ports) > 0 {
+		if b, err := json.Marshal(c.Ports); err == nil {
+			annotations[AnnotationContainerPorts] = string(b)
+		}
+	}
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
 		Image:       &runtimeapi.ImageSpec{Image: img.GetId(), UserSpecifiedImage: c.Image},

@@ -57,6 +57,12 @@
 //   - Hooks: postStart (exec, HTTP GET, sleep) after the start; a failure
 //     kills the container and reports PostStartHookError. preStop runs
 //     inside the grace period, which is shortened by the time it took.
+//     An HTTP hook goes to the handler's host, else the pod's first IP
+//     (the one the sync saw, else the runtime's for the pod's newest ready
+//     sandbox; the node's for a host-network pod); a pod with no IP fails
+//     the hook, as with the kubelet. An orphan's HTTP preStop hook runs
+//     from what was recorded on its container: the pod UID label and the
+//     ports annotation (io.kubernetes.container.ports), for named ports.
 //
 // KillPod stops regular containers in parallel, then sidecars one by one
 // in reverse start order, then the sandboxes. The grace period is the
@@ -81,6 +87,12 @@
 //
 // # Where nodekit differs from the kubelet, and why
 //
+//   - A panic in a goroutine the runtime starts for a pod (the parallel
+//     kills of KillPod, a lifecycle hook) is recovered, logged with the
+//     pod and the stack, and becomes the error of that step (a hook
+//     failure, a kill error); the kubelet lets it crash the process. A
+//     library embedded in a larger program must not take it down for one
+//     pod's bad data.
 //   - A changed resource request or limit restarts the container (the
 //     spec hash covers resources) instead of resizing it in place:
 //     in-place resize is not implemented yet. Quantities are hashed in
