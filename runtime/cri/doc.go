@@ -34,7 +34,10 @@
 //     matched by registry host (globs allowed) and path, ErrImagePull then
 //     ImagePullBackOff (10 s doubling to 5 min), ErrImageNeverPull,
 //     InvalidImageName; pulls serialized unless
-//     Config.MaxParallelImagePulls allows more.
+//     Config.MaxParallelImagePulls allows more. A pull ends when the
+//     caller's context does, and is cut off (ErrImagePull) after
+//     Config.ImagePullTimeout, 30 min by default, counted from when it
+//     gets its slot.
 //   - Container config: command and args with $(VAR) expansion ($$ is an
 //     escaped $; unknown names stay as written), env and envFrom from
 //     configMaps and secrets (Config.Objects; optional references), the
@@ -56,7 +59,11 @@
 //     <root>/<qos>/pod<uid> when Config.CgroupRoot is set.
 //   - Hooks: postStart (exec, HTTP GET, sleep) after the start; a failure
 //     kills the container and reports PostStartHookError. preStop runs
-//     inside the grace period, which is shortened by the time it took.
+//     inside the grace period, which is shortened by the time it took:
+//     the hook is given up once the grace period is over (an exec hook
+//     gets it as its exec timeout, so the runtime ends the command).
+//     postStart has no limit of its own, as with the kubelet: it runs
+//     until it ends or the sync's context does.
 //     An HTTP hook goes to the handler's host, else the pod's first IP
 //     (the one the sync saw, else the runtime's for the pod's newest ready
 //     sandbox; the node's for a host-network pod); a pod with no IP fails
@@ -100,6 +107,12 @@
 //   - /etc/hosts is left to the runtime, and service environment
 //     variables (enableServiceLinks) are not injected: a node agent
 //     without an API server has no services.
+//   - Image pulls have a total deadline (Config.ImagePullTimeout): the
+//     kubelet has none, and one hung pull would hold the node's only
+//     pull slot for good.
+//   - An exec preStop hook gets the grace period as its exec timeout, so
+//     the runtime ends the command; the kubelet passes no timeout and
+//     only stops waiting for it.
 //   - Probes, eviction and volumes are separate packages; this one only
 //     consumes their results through ProbeResults and Volumes.
 //
