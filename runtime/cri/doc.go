@@ -49,7 +49,13 @@
 //     user, privileged, capabilities, read-only root, no-new-privileges,
 //     seccomp, the default masked and read-only /proc paths), volume
 //     mounts from Config.Volumes with subPath and subPathExpr confined to
-//     the volume (no absolute paths, no "..", no symlink escapes), the
+//     the volume (no absolute paths, no "..", no symlink escapes):
+//     resolved with openat2 RESOLVE_BENEATH (or, without openat2, an
+//     O_NOFOLLOW walk that refuses every symlink), missing directories
+//     made with mkdirat beneath their verified parent so a refused subPath
+//     creates nothing outside, and the runtime given the canonical path
+//     read back from the descriptor (see below for how that differs from
+//     the kubelet), the
 //     termination message file, the kubelet's labels and annotations and
 //     log layout (<PodLogsDir>/<namespace>_<name>_<uid>/<container>/<n>.log).
 //   - Sandbox config: hostname, port mappings, host network/PID/IPC,
@@ -107,6 +113,11 @@
 //   - /etc/hosts is left to the runtime, and service environment
 //     variables (enableServiceLinks) are not injected: a node agent
 //     without an API server has no services.
+//   - A subPath is handed to the runtime as its canonical host path, not
+//     as a private bind mount of the opened descriptor: that needs mount
+//     privilege and teardown, and containerd resolves the host path again
+//     when it creates the container anyway. A container that can write
+//     to the volume could still swap a directory for a symlink in between.
 //   - Image pulls have a total deadline (Config.ImagePullTimeout): the
 //     kubelet has none, and one hung pull would hold the node's only
 //     pull slot for good.

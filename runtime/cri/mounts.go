@@ -3,6 +3,7 @@ package cri
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/internal/beneath"
 )
 
 // maxTerminationMessage is how much of a termination message the kubelet
@@ -69,9 +72,22 @@ func hasVolume(pod *v1.Pod, name string) bool {
 	return false
 }
 
-// subPath returns base/sub after checking that sub is relative, has no
-// ".." element, and does not leave base through a symlink; a missing
-// directory is created, as the kubelet does.
+// subPath resolves sub beneath the volume directory base and returns the
+// host path to mount. sub must be relative with no ".."; missing
+// directories are created, as the kubelet does, but only beneath base:
+// resolution and creation go through descriptors (internal/beneath), so a
+// symlink that leads out of the volume is refused before anything is
+// made. The path returned is the canonical one read back from the opened
+// descriptor, free of symlinks.
+//
+// The kubelet goes one step further: it bind-mounts the descriptor
+// (/proc/<pid>/fd/N) onto a private path and hands the runtime that, so a
+// container cannot swap a component for a symlink between the check and
+// the runtime's mount. That needs mount privilege and an unmount at
+// teardown; and a /proc/<pid>/fd path handed to a CRI runtime directly
+// would not help, since the runtime resolves the host path itself when it
+// creates the container (containerd does) and may see another PID
+// namespace. nodekit hands the canonical path and leaves that window.
 func subPath(base, sub string) (string, error) {
 	if filepath.IsAbs(sub) {
 		return "", fmt.Errorf("%q must be a relative path", sub)
@@ -81,24 +97,11 @@ func subPath(base, sub string) (string, error) {
 			return "", fmt.Errorf("%q must not contain '..'", sub)
 		}
 	}
-	full := filepath.Join(base, sub)
-	if _, err := os.Lstat(full); os.IsNotExist(err) {
-		if err := os.MkdirAll(full, 0o750); err != nil {
-			return "", err
-		}
-	}
-	realBase, err := filepath.EvalSymlinks(base)
-	if err != nil {
-		return "", err
-	}
-	real, err := filepath.EvalSymlinks(full)
-	if err != nil {
-		return "", err
-	}
-	if rel, err := filepath.Rel(realBase, real); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+	p, err := beneath.MkdirAll(base, filepath.ToSlash(sub), 0o750)
+	if errors.Is(err, beneath.ErrEscapes) {
 		return "", fmt.Errorf("%q resolves outside its volume", sub)
 	}
-	return full, nil
+	return p, err
 }
 
 // terminationMessageMount creates the host file the container writes its
