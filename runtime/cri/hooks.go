@@ -61,6 +61,9 @@ func (r *Runtime) runPreStop(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 // in the handler becomes its error. pod is nil for an orphan: a container
 // whose pod spec is gone, whose hook runs from what was recorded on it.
 func (r *Runtime) runHookWithin(ctx context.Context, pod *v1.Pod, c *v1.Container, containerID string, h *v1.LifecycleHandler, podIPs []string, limit time.Duration) error {
+	if h.Sleep != nil {
+		return r.sleepHook(ctx, h.Sleep, limit)
+	}
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var ref string
@@ -118,19 +121,34 @@ func (r *Runtime) handle(ctx context.Context, pod *v1.Pod, c *v1.Container, cont
 	case h.HTTPGet != nil:
 		return r.httpHook(ctx, pod, c, containerID, h.HTTPGet, podIPs)
 	case h.Sleep != nil:
-		t := r.cfg.Clock.NewTimer(time.Duration(h.Sleep.Seconds) * time.Second)
-		defer t.Stop()
-		select {
-		case <-t.C():
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return r.sleepHook(ctx, h.Sleep, limit)
 	case h.TCPSocket != nil:
 		// Deprecated and never run by the kubelet.
 		return nil
 	}
 	return errors.New("the handler has no action")
+}
+
+// sleepHook waits on the clock for the sleep's seconds, or limit if that
+// is shorter (limit > 0), or until ctx ends. It needs no goroutine, and
+// sets a single timer.
+func (r *Runtime) sleepHook(ctx context.Context, s *v1.SleepAction, limit time.Duration) error {
+	d := time.Duration(s.Seconds) * time.Second
+	cut := limit > 0 && limit < d
+	if cut {
+		d = limit
+	}
+	t := r.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if cut {
+		return fmt.Errorf("%w: cut off after %s", errHookTimeout, limit)
+	}
+	return nil
 }
 
 // hookTarget is what an HTTP hook needs to know of its pod and container.

@@ -186,3 +186,25 @@ func TestHungPostStartEndsWithTheSyncsContext(t *testing.T) {
 		t.Errorf("step %+v, want PostStartHookError", s)
 	}
 }
+
+func TestSleepPreStopLongerThanTheGraceIsCutOff(t *testing.T) {
+	h := newHarness(t, fakecri.Config{})
+	pod := testPod(v1.RestartPolicyAlways, nil, "app")
+	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](10)
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Sleep: &v1.SleepAction{Seconds: 100}}}
+	h.sync(pod)
+	id := h.status(pod).FindContainerStatus("app").ID.ID
+	done := make(chan error, 1)
+	go func() { done <- h.rt.KillPod(h.ctx, pod, nil, nil) }()
+	waitForWaiters(t, h.clock, "the sleep hook")
+	h.clock.Step(10 * time.Second)
+	if err := receive(t, done, "KillPod with a long sleep preStop"); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.mu.Lock()
+	got := h.rec.stops[id]
+	h.rec.mu.Unlock()
+	if got != 2 {
+		t.Errorf("stopped with %ds, want the minimum 2", got)
+	}
+}
