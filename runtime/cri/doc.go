@@ -92,7 +92,11 @@
 // GarbageCollect (runtime.GarbageCollector) removes dead containers beyond
 // a per-pod-container and a node limit, older than a minimum age, oldest
 // first, with their logs; all of a gone pod's containers, sandboxes and
-// log directory; and sandboxes that are neither ready nor in use.
+// log directory; and sandboxes that are neither ready nor in use. A log
+// file or directory whose path, built from the runtime's labels and log
+// paths, does not lie under Config.PodLogsDir (a "../" namespace, a name
+// with a slash, a log directory elsewhere or behind a symlink out of it)
+// is left in place and logged.
 //
 // A sync with nothing to do makes no CRI call and one allocation: spec
 // hashes are cached per pod container and checked by a deep comparison,
