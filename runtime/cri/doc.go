@@ -86,8 +86,12 @@
 // GetPodStatus reports every sandbox and container instance newest first,
 // with the runtime's exit reasons (Completed, Error, OOMKilled, and
 // containerd's StartError where dockershim used to say
-// ContainerCannotRun) and the termination message, or under
-// FallbackToLogsOnError the tail of the log.
+// ContainerCannotRun) and the termination message (at most 4 KiB of its
+// file), or under FallbackToLogsOnError after a failure with no message
+// the tail of the log: its last 80 lines, at most 2048 bytes, partial CRI
+// lines joined. The log is read from its end in 8 KiB blocks, never more
+// than 64 KiB of it, so a status costs the same for a huge log; a line
+// cut by that window is left out.
 //
 // GarbageCollect (runtime.GarbageCollector) removes dead containers beyond
 // a per-pod-container and a node limit, older than a minimum age, oldest

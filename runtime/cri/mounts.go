@@ -1,10 +1,12 @@
 package cri
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,29 +166,100 @@ func readCapped(path string, n int) string {
 	return string(buf[:k])
 }
 
+// Bounds of the log tail read for FallbackToLogsOnError: blocks of
+// tailBlock bytes are read from the end until the complete lines in hand
+// hold maxFallbackLines lines or maxFallbackBytes of content, or
+// maxTailRead bytes were read (containerd splits log lines at 16 KiB, so
+// this holds several whole lines whatever they are).
+const (
+	tailBlock   = 8 << 10
+	maxTailRead = 64 << 10
+)
+
 // logTail returns the content of the last lines of a CRI log file,
-// without the CRI prefixes, joining partial lines.
+// without the CRI prefixes, joining partial lines: at most
+// maxFallbackLines lines and the last maxFallbackBytes bytes. It reads
+// the file from its end, at most maxTailRead bytes of it.
 func logTail(path string) string {
-	data, err := os.ReadFile(path)
-	if err != nil || len(data) == 0 {
+	f, err := os.Open(path)
+	if err != nil {
 		return ""
 	}
-	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-	var out strings.Builder
-	for _, line := range lines[max(0, len(lines)-maxFallbackLines):] {
-		// <timestamp> <stream> <P|F> <content>
-		parts := strings.SplitN(line, " ", 4)
-		if len(parts) < 4 {
-			continue
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	return tailOf(f, st.Size())
+}
+
+// tailOf is logTail over the size bytes of r.
+func tailOf(r io.ReaderAt, size int64) string {
+	var buf []byte
+	off := size
+	for off > 0 && len(buf) < maxTailRead {
+		n := min(int64(tailBlock), off)
+		off -= n
+		chunk := make([]byte, n, int(n)+len(buf))
+		if _, err := r.ReadAt(chunk, off); err != nil && !errors.Is(err, io.EOF) {
+			return ""
 		}
-		out.WriteString(parts[3])
-		if parts[2] == "F" {
-			out.WriteByte('\n')
+		buf = append(chunk, buf...)
+		if off == 0 {
+			break
+		}
+		lines, content := completeLines(buf)
+		if len(lines) >= maxFallbackLines || len(content) >= maxFallbackBytes {
+			break
 		}
 	}
-	s := out.String()
+	var lines [][]byte
+	if off == 0 {
+		lines = splitLines(buf)
+	} else {
+		lines, _ = completeLines(buf) // the first line was cut by the window
+	}
+	s := criContent(lines[max(0, len(lines)-maxFallbackLines):])
 	if len(s) > maxFallbackBytes {
 		s = s[len(s)-maxFallbackBytes:]
 	}
 	return s
+}
+
+// completeLines returns the lines of buf after its first newline (the
+// ones the window holds whole, the last one possibly still being
+// written) and their content.
+func completeLines(buf []byte) ([][]byte, string) {
+	i := bytes.IndexByte(buf, '\n')
+	if i < 0 {
+		return nil, ""
+	}
+	lines := splitLines(buf[i+1:])
+	return lines, criContent(lines)
+}
+
+func splitLines(b []byte) [][]byte {
+	b = bytes.TrimSuffix(b, []byte{'\n'})
+	if len(b) == 0 {
+		return nil
+	}
+	return bytes.Split(b, []byte{'\n'})
+}
+
+// criContent joins the content of CRI log lines
+// ("<timestamp> <stream> <P|F> <content>"): a full line (F) ends with a
+// newline, a partial one (P) continues on the next line.
+func criContent(lines [][]byte) string {
+	var out strings.Builder
+	for _, line := range lines {
+		parts := bytes.SplitN(line, []byte{' '}, 4)
+		if len(parts) < 4 {
+			continue
+		}
+		out.Write(parts[3])
+		if string(parts[2]) == "F" {
+			out.WriteByte('\n')
+		}
+	}
+	return out.String()
 }
