@@ -25,6 +25,12 @@ const (
 	// Image-pull back-off: 10 s doubling to 5 min.
 	DefaultImagePullInitial = 10 * time.Second
 	DefaultImagePullMax     = 300 * time.Second
+	// DefaultImagePullTimeout bounds one image pull. The kubelet sets no
+	// bound (its runtime request timeout leaves pulls out, and containerd
+	// gives up on a pull that makes no progress for 5 min); 30 min lets a
+	// multi-gigabyte image through a slow link, and still frees the pull
+	// slot from a runtime that hangs.
+	DefaultImagePullTimeout = 30 * time.Minute
 )
 
 // ObjectGetter gives the runtime the configMaps and secrets that pods
@@ -87,6 +93,13 @@ type Config struct {
 	// MaxParallelImagePulls bounds concurrent pulls. 0 or 1 serializes
 	// pulls, the kubelet's default.
 	MaxParallelImagePulls int
+	// ImagePullTimeout bounds one image pull (every credential tried),
+	// counted on Clock from when the pull gets its slot, so waiting
+	// behind other pulls does not count. A pull cut off fails with
+	// ErrImagePull and enters the pull back-off. Default
+	// DefaultImagePullTimeout; negative means no bound. Pulls also end
+	// when the caller's context does.
+	ImagePullTimeout time.Duration
 
 	// NodeName, NodeIPs and NodeAllocatable feed the downward API
 	// (spec.nodeName, status.hostIP(s), and resourceFieldRef of a
@@ -149,6 +162,9 @@ func (c *Config) defaults() error {
 	}
 	if c.MaxParallelImagePulls < 0 {
 		return fmt.Errorf("cri: Config.MaxParallelImagePulls must not be negative, got %d", c.MaxParallelImagePulls)
+	}
+	if c.ImagePullTimeout == 0 {
+		c.ImagePullTimeout = DefaultImagePullTimeout
 	}
 	c.CrashLoopBackOff = c.CrashLoopBackOff.withDefaults(DefaultCrashLoopInitial, DefaultCrashLoopMax)
 	c.ImagePullBackOff = c.ImagePullBackOff.withDefaults(DefaultImagePullInitial, DefaultImagePullMax)

@@ -21,6 +21,9 @@ type containerSpec struct {
 	field string
 	// kind is "container", "init container" or "ephemeral container".
 	kind string
+	// qos is the pod's QoS class, computed once per sync by the caller;
+	// empty means containerConfig computes it (O(containers)).
+	qos v1.PodQOSClass
 }
 
 func specOf(pod *v1.Pod, list string, i int) containerSpec {
@@ -70,10 +73,19 @@ func (r *Runtime) containerConfig(ctx context.Context, pod *v1.Pod, s containerS
 	if err != nil {
 		return nil, err
 	}
+	qos := s.qos
+	if qos == "" {
+		qos = qosClass(pod)
+	}
 	annotations := containerAnnotations(pod, c, restartCount)
 	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
 		if b, err := json.Marshal(c.Lifecycle.PreStop); err == nil {
 			annotations[AnnotationPreStopHandler] = string(b)
+		}
+	}
+	if len(c.Ports) > 0 {
+		if b, err := json.Marshal(c.Ports); err == nil {
+			annotations[AnnotationContainerPorts] = string(b)
 		}
 	}
 	cfg := &runtimeapi.ContainerConfig{
@@ -90,7 +102,7 @@ func (r *Runtime) containerConfig(ctx context.Context, pod *v1.Pod, s containerS
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources:       r.linuxResources(pod, c, qosClass(pod)),
+			Resources:       r.linuxResources(pod, c, qos),
 			SecurityContext: sc,
 		},
 	}

@@ -46,7 +46,10 @@
 //     matched by registry host (globs allowed) and path, ErrImagePull then
 //     ImagePullBackOff (10 s doubling to 5 min), ErrImageNeverPull,
 //     InvalidImageName; pulls serialized unless
-//     Config.MaxParallelImagePulls allows more.
+//     Config.MaxParallelImagePulls allows more. A pull ends when the
+//     caller's context does, and is cut off (ErrImagePull) after
+//     Config.ImagePullTimeout, 30 min by default, counted from when it
+//     gets its slot.
 //   - Container config: command and args with $(VAR) expansion ($$ is an
 //     escaped $; unknown names stay as written), env and envFrom from
 //     configMaps and secrets (Config.Objects; optional references), the
@@ -58,7 +61,13 @@
 //     user, privileged, capabilities, read-only root, no-new-privileges,
 //     seccomp, the default masked and read-only /proc paths), volume
 //     mounts from Config.Volumes with subPath and subPathExpr confined to
-//     the volume (no absolute paths, no "..", no symlink escapes), the
+//     the volume (no absolute paths, no "..", no symlink escapes):
+//     resolved with openat2 RESOLVE_BENEATH (or, without openat2, an
+//     O_NOFOLLOW walk that refuses every symlink), missing directories
+//     made with mkdirat beneath their verified parent so a refused subPath
+//     creates nothing outside, and the runtime given the canonical path
+//     read back from the descriptor (see below for how that differs from
+//     the kubelet), the
 //     termination message file, the kubelet's labels and annotations and
 //     log layout (<PodLogsDir>/<namespace>_<name>_<uid>/<container>/<n>.log).
 //   - Sandbox config: hostname, port mappings, host network/PID/IPC,
@@ -68,7 +77,17 @@
 //     <root>/<qos>/pod<uid> when Config.CgroupRoot is set.
 //   - Hooks: postStart (exec, HTTP GET, sleep) after the start; a failure
 //     kills the container and reports PostStartHookError. preStop runs
-//     inside the grace period, which is shortened by the time it took.
+//     inside the grace period, which is shortened by the time it took:
+//     the hook is given up once the grace period is over (an exec hook
+//     gets it as its exec timeout, so the runtime ends the command).
+//     postStart has no limit of its own, as with the kubelet: it runs
+//     until it ends or the sync's context does.
+//     An HTTP hook goes to the handler's host, else the pod's first IP
+//     (the one the sync saw, else the runtime's for the pod's newest ready
+//     sandbox; the node's for a host-network pod); a pod with no IP fails
+//     the hook, as with the kubelet. An orphan's HTTP preStop hook runs
+//     from what was recorded on its container: the pod UID label and the
+//     ports annotation (io.kubernetes.container.ports), for named ports.
 //
 // KillPod starts stopping every container at once, preStop hooks
 // included, then stops the sandboxes. The grace period is the deletion
@@ -85,13 +104,21 @@
 // GetPodStatus reports every sandbox and container instance newest first,
 // with the runtime's exit reasons (Completed, Error, OOMKilled, and
 // containerd's StartError where dockershim used to say
-// ContainerCannotRun) and the termination message, or under
-// FallbackToLogsOnError the tail of the log.
+// ContainerCannotRun) and the termination message (at most 4 KiB of its
+// file), or under FallbackToLogsOnError after a failure with no message
+// the tail of the log: its last 80 lines, at most 2048 bytes, partial CRI
+// lines joined. The log is read from its end in 8 KiB blocks, never more
+// than 64 KiB of it, so a status costs the same for a huge log; a line
+// cut by that window is left out.
 //
 // GarbageCollect (runtime.GarbageCollector) removes dead containers beyond
 // a per-pod-container and a node limit, older than a minimum age, oldest
 // first, with their logs; all of a gone pod's containers, sandboxes and
-// log directory; and sandboxes that are neither ready nor in use.
+// log directory; and sandboxes that are neither ready nor in use. A log
+// file or directory whose path, built from the runtime's labels and log
+// paths, does not lie under Config.PodLogsDir (a "../" namespace, a name
+// with a slash, a log directory elsewhere or behind a symlink out of it)
+// is left in place and logged.
 //
 // # Spec hashes and adoption
 //
@@ -132,9 +159,26 @@
 //     not fill it) counts as in the current sandbox for the
 //     init-container rules.
 //   - With no ProbeResults, sidecars count as started once running.
+//   - A panic in a goroutine the runtime starts for a pod (the parallel
+//     kills of KillPod, a lifecycle hook) is recovered, logged with the
+//     pod and the stack, and becomes the error of that step (a hook
+//     failure, a kill error); the kubelet lets it crash the process. A
+//     library embedded in a larger program must not take it down for one
+//     pod's bad data.
 //   - /etc/hosts is left to the runtime, and service environment
 //     variables (enableServiceLinks) are not injected: a node agent
 //     without an API server has no services.
+//   - A subPath is handed to the runtime as its canonical host path, not
+//     as a private bind mount of the opened descriptor: that needs mount
+//     privilege and teardown, and containerd resolves the host path again
+//     when it creates the container anyway. A container that can write
+//     to the volume could still swap a directory for a symlink in between.
+//   - Image pulls have a total deadline (Config.ImagePullTimeout): the
+//     kubelet has none, and one hung pull would hold the node's only
+//     pull slot for good.
+//   - An exec preStop hook gets the grace period as its exec timeout, so
+//     the runtime ends the command; the kubelet passes no timeout and
+//     only stops waiting for it.
 //   - Probes, eviction and volumes are separate packages; this one only
 //     consumes their results through ProbeResults and Volumes.
 //

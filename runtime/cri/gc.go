@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -31,6 +32,9 @@ type deadContainer struct {
 // pods go. A removed container's log file is deleted. Sandboxes that are
 // not ready and hold no containers are removed, except each live pod's
 // newest; the log directory of a gone pod goes with its last sandbox.
+// Paths built from what the runtime reports (a sandbox's namespace, name
+// and UID; a container's log path) are removed only when they lie under
+// Config.PodLogsDir, symlinks resolved; anything else is left and logged.
 func (r *Runtime) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, podGone func(types.UID) bool) error {
 	containers, err := r.rs.ListContainers(ctx, nil)
 	if err != nil {
@@ -112,10 +116,14 @@ func (r *Runtime) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, p
 }
 
 // removeContainer deletes the container's log file, then the container.
+// A log path that does not lie under Config.PodLogsDir is left alone and
+// logged: the runtime's answer is not trusted with the node's files.
 func (r *Runtime) removeContainer(ctx context.Context, id string) error {
 	if st, err := r.rs.ContainerStatus(ctx, id, false); err == nil {
 		if p := st.GetStatus().GetLogPath(); p != "" {
-			if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			if err := r.underLogsDir(p, 2); err != nil {
+				r.log.Info("not removing a container log outside the pod logs directory", "containerID", id, "path", p, "err", err)
+			} else if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
 				r.log.V(2).Info("removing a container log failed", "containerID", id, "err", err)
 			}
 		}
@@ -157,11 +165,49 @@ func (r *Runtime) gcSandboxes(ctx context.Context, live map[string]int, podGone 
 		}
 		if gone && left == 0 {
 			m := list[0].GetMetadata()
-			dir := filepath.Join(r.cfg.PodLogsDir, m.GetNamespace()+"_"+m.GetName()+"_"+string(uid))
+			name := m.GetNamespace() + "_" + m.GetName() + "_" + string(uid)
+			dir := filepath.Join(r.cfg.PodLogsDir, name)
+			if err := r.underLogsDir(dir, 1); err != nil || strings.ContainsRune(name, '/') {
+				r.log.Info("not removing a pod log directory outside the pod logs directory", "pod", m.GetNamespace()+"/"+m.GetName(), "podUID", uid, "path", dir, "err", err)
+				continue
+			}
 			if err := os.RemoveAll(dir); err != nil {
 				errs = append(errs, fmt.Errorf("cri: garbage collect: remove pod logs: %w", err))
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// underLogsDir checks that p lies depth levels below Config.PodLogsDir
+// (1: a pod's log directory; 2: a log file in a container's directory
+// within it, or deeper), lexically and once the symlinks of its parent
+// are resolved.
+func (r *Runtime) underLogsDir(p string, depth int) error {
+	root := filepath.Clean(r.cfg.PodLogsDir)
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("%q is not absolute", p)
+	}
+	rel, err := filepath.Rel(root, filepath.Clean(p))
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+		return fmt.Errorf("%q is not under %s", p, root)
+	}
+	if n := strings.Count(rel, "/") + 1; n < depth {
+		return fmt.Errorf("%q is not %d levels under %s", p, depth, root)
+	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return err
+	}
+	realParent, err := filepath.EvalSymlinks(filepath.Dir(filepath.Clean(p)))
+	if os.IsNotExist(err) {
+		return nil // nothing there to remove
+	}
+	if err != nil {
+		return err
+	}
+	if rel, err := filepath.Rel(realRoot, realParent); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return fmt.Errorf("%q resolves outside %s", p, root)
+	}
+	return nil
 }

@@ -2,18 +2,24 @@ package cri
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
+	"sort"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/nodekit/nodekit/internal/httpget"
 	"github.com/nodekit/nodekit/internal/podutil"
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // Hook reasons, the kubelet's.
@@ -25,13 +31,85 @@ const (
 	hookBodyLimit = 10 << 10
 )
 
-// runHook runs a lifecycle handler for a container: exec through the
-// runtime, an HTTP GET to the pod (or the handler's host), or a sleep. It
-// blocks until the handler ends or ctx does.
+// AnnotationContainerPorts records a container's ports (JSON), so the
+// named port of an orphan's HTTP preStop hook still resolves: the
+// kubelet's key.
+const AnnotationContainerPorts = "io.kubernetes.container.ports"
+
+// errHookTimeout is the error of a hook cut off by its time limit.
+var errHookTimeout = errors.New("the hook did not finish in time")
+
+// runHook runs a postStart hook. As with the kubelet it has no time limit
+// of its own: it runs until it ends or ctx does (a kill of the pod
+// cancels the sync's context).
 func (r *Runtime) runHook(ctx context.Context, pod *v1.Pod, c *v1.Container, containerID string, h *v1.LifecycleHandler, podIPs []string) error {
+	return r.runHookWithin(ctx, pod, c, containerID, h, podIPs, 0)
+}
+
+// runPreStop runs a preStop hook for at most grace seconds, the time the
+// kubelet waits for it. An exec hook also gets grace as its exec timeout,
+// so the runtime ends the command then.
+func (r *Runtime) runPreStop(ctx context.Context, pod *v1.Pod, c *v1.Container, containerID string, h *v1.LifecycleHandler, podIPs []string, grace int64) error {
+	return r.runHookWithin(ctx, pod, c, containerID, h, podIPs, time.Duration(grace)*time.Second)
+}
+
+// runHookWithin runs a lifecycle handler for a container on its own
+// goroutine (exec through the runtime, an HTTP GET to the pod or the
+// handler's host, or a sleep) and waits for it, for at most limit on the
+// clock when limit > 0, or until ctx ends. On either, the handler's
+// context is cancelled and the hook's error is returned at once. A panic
+// in the handler becomes its error. pod is nil for an orphan: a container
+// whose pod spec is gone, whose hook runs from what was recorded on it.
+func (r *Runtime) runHookWithin(ctx context.Context, pod *v1.Pod, c *v1.Container, containerID string, h *v1.LifecycleHandler, podIPs []string, limit time.Duration) error {
+	if h.Sleep != nil {
+		return r.sleepHook(ctx, h.Sleep, limit)
+	}
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var ref string
+	var uid types.UID
+	if pod != nil {
+		ref, uid = podRef(pod), pod.UID
+	}
+	done := make(chan error, 1) // the goroutine never blocks on send
+	go func() {
+		done <- r.guard(ref, uid, containerID, "lifecycle hook", func() error {
+			return r.handle(hctx, pod, c, containerID, h, podIPs, limit)
+		})
+	}()
+	var expired <-chan time.Time
+	if limit > 0 {
+		t := r.cfg.Clock.NewTimer(limit)
+		defer t.Stop()
+		expired = t.C()
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-expired:
+		return fmt.Errorf("%w: cut off after %s", errHookTimeout, limit)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// guard runs f and turns a panic in it into an error for that step, logged
+// with the pod, the container and the stack, so that one pod's bad data
+// cannot take the process down.
+func (r *Runtime) guard(pod string, uid types.UID, containerID, step string, f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("cri: %s: panic: %v", step, p)
+			r.log.Error(err, "recovered a panic", "pod", pod, "podUID", uid, "containerID", containerID, "stack", string(debug.Stack()))
+		}
+	}()
+	return f()
+}
+
+func (r *Runtime) handle(ctx context.Context, pod *v1.Pod, c *v1.Container, containerID string, h *v1.LifecycleHandler, podIPs []string, limit time.Duration) error {
 	switch {
 	case h.Exec != nil:
-		stdout, stderr, err := r.rs.ExecSync(ctx, containerID, h.Exec.Command, 0)
+		stdout, stderr, err := r.rs.ExecSync(ctx, containerID, h.Exec.Command, limit)
 		var exitErr utilexec.ExitError
 		if errors.As(err, &exitErr) {
 			return fmt.Errorf("command %q exited with %d: %s", strings.Join(h.Exec.Command, " "), exitErr.ExitStatus(), strings.TrimSpace(string(stdout)+string(stderr)))
@@ -41,16 +119,9 @@ func (r *Runtime) runHook(ctx context.Context, pod *v1.Pod, c *v1.Container, con
 		}
 		return nil
 	case h.HTTPGet != nil:
-		return r.httpHook(ctx, pod, c, h.HTTPGet, podIPs)
+		return r.httpHook(ctx, pod, c, containerID, h.HTTPGet, podIPs)
 	case h.Sleep != nil:
-		t := r.cfg.Clock.NewTimer(time.Duration(h.Sleep.Seconds) * time.Second)
-		defer t.Stop()
-		select {
-		case <-t.C():
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return r.sleepHook(ctx, h.Sleep, limit)
 	case h.TCPSocket != nil:
 		// Deprecated and never run by the kubelet.
 		return nil
@@ -58,16 +129,72 @@ func (r *Runtime) runHook(ctx context.Context, pod *v1.Pod, c *v1.Container, con
 	return errors.New("the handler has no action")
 }
 
-func (r *Runtime) httpHook(ctx context.Context, pod *v1.Pod, c *v1.Container, g *v1.HTTPGetAction, podIPs []string) error {
-	ips := podIPs
-	if pod.Spec.HostNetwork {
-		ips = r.cfg.NodeIPs
+// sleepHook waits on the clock for the sleep's seconds, or limit if that
+// is shorter (limit > 0), or until ctx ends. It needs no goroutine, and
+// sets a single timer.
+func (r *Runtime) sleepHook(ctx context.Context, s *v1.SleepAction, limit time.Duration) error {
+	d := time.Duration(s.Seconds) * time.Second
+	cut := limit > 0 && limit < d
+	if cut {
+		d = limit
 	}
-	host := first(ips)
+	t := r.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if cut {
+		return fmt.Errorf("%w: cut off after %s", errHookTimeout, limit)
+	}
+	return nil
+}
+
+// hookTarget is what an HTTP hook needs to know of its pod and container.
+type hookTarget struct {
+	uid         types.UID
+	hostNetwork bool
+	container   *v1.Container // the name and ports, for a named port
+	ips         []string
+}
+
+// httpHook sends the hook's GET to the handler's host, else the pod's
+// first IP (the node's for a host-network pod). The pod's IPs are those
+// the sync saw, else the runtime's for the pod's newest ready sandbox, as
+// the kubelet looks them up; a pod without an IP is an error, as with
+// the kubelet.
+func (r *Runtime) httpHook(ctx context.Context, pod *v1.Pod, c *v1.Container, containerID string, g *v1.HTTPGetAction, podIPs []string) error {
+	t := hookTarget{container: c, ips: podIPs}
+	if pod != nil {
+		t.uid, t.hostNetwork = pod.UID, pod.Spec.HostNetwork
+	} else {
+		recorded, err := r.recordedTarget(ctx, c, containerID)
+		if err != nil {
+			return err
+		}
+		t.uid, t.container = recorded.uid, recorded.container
+	}
+	host := g.Host
 	if host == "" {
-		host = "127.0.0.1"
+		if len(t.ips) == 0 && !t.hostNetwork {
+			ips, hostNetwork, err := r.sandboxIPs(ctx, t.uid)
+			if err != nil {
+				return err
+			}
+			t.ips, t.hostNetwork = ips, hostNetwork
+		}
+		if t.hostNetwork {
+			t.ips = r.cfg.NodeIPs
+			if len(t.ips) == 0 {
+				t.ips = []string{"127.0.0.1"}
+			}
+		}
+		if host = first(t.ips); host == "" {
+			return fmt.Errorf("HTTP lifecycle hook (%s): no IP is known for pod %s", g.Path, t.uid)
+		}
 	}
-	port, err := podutil.ResolvePort(g.Port, c)
+	port, err := podutil.ResolvePort(g.Port, t.container)
 	if err != nil {
 		return err
 	}
@@ -85,4 +212,49 @@ func (r *Runtime) httpHook(ctx context.Context, pod *v1.Pod, c *v1.Container, g 
 		return fmt.Errorf("HTTP lifecycle hook (%s) failed with status %d: %s", g.Path, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 	return nil
+}
+
+// recordedTarget restores an orphan's pod UID and container ports from
+// the labels and annotations written when the container was created.
+func (r *Runtime) recordedTarget(ctx context.Context, c *v1.Container, containerID string) (hookTarget, error) {
+	resp, err := r.rs.ContainerStatus(ctx, containerID, false)
+	if err != nil {
+		return hookTarget{}, fmt.Errorf("HTTP lifecycle hook: %w", wrap("ContainerStatus", containerID, err))
+	}
+	st := resp.GetStatus()
+	restored := &v1.Container{Name: c.Name}
+	if raw := st.GetAnnotations()[AnnotationContainerPorts]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &restored.Ports); err != nil {
+			return hookTarget{}, fmt.Errorf("HTTP lifecycle hook: annotation %s of container %s: %v", AnnotationContainerPorts, containerID, err)
+		}
+	}
+	return hookTarget{uid: types.UID(st.GetLabels()[LabelPodUID]), container: restored}, nil
+}
+
+// sandboxIPs returns the IPs of the pod's newest ready sandbox and whether it
+// shares the node's network.
+func (r *Runtime) sandboxIPs(ctx context.Context, uid types.UID) ([]string, bool, error) {
+	if uid == "" {
+		return nil, false, errors.New("HTTP lifecycle hook: the container records no pod UID")
+	}
+	list, err := r.rs.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{LabelPodUID: string(uid)},
+		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("HTTP lifecycle hook: %w", wrap("ListPodSandbox", string(uid), err))
+	}
+	if len(list) == 0 {
+		return nil, false, nil
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].GetCreatedAt() > list[j].GetCreatedAt() })
+	resp, err := r.rs.PodSandboxStatus(ctx, list[0].GetId(), false)
+	if err != nil {
+		return nil, false, fmt.Errorf("HTTP lifecycle hook: %w", wrap("PodSandboxStatus", list[0].GetId(), err))
+	}
+	st, err := fromSandboxStatus(resp.GetStatus())
+	if err != nil {
+		return nil, false, fmt.Errorf("HTTP lifecycle hook: %w", err)
+	}
+	return st.IPs, st.NetworkMode == runtime.NamespaceModeNode, nil
 }

@@ -10,10 +10,12 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/distribution/reference"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -118,7 +120,8 @@ func (r *Runtime) imageStatus(ctx context.Context, spec *runtimeapi.ImageSpec) (
 
 // pull pulls with each matching credential in turn (anonymously when none
 // matches), holding one of the pull slots: one by default, so pulls are
-// serialized as with the kubelet.
+// serialized as with the kubelet. Once it has its slot the pull has
+// Config.ImagePullTimeout; it also ends with ctx.
 func (r *Runtime) pull(ctx context.Context, spec *runtimeapi.ImageSpec, auths []*runtimeapi.AuthConfig, sandboxConfig *runtimeapi.PodSandboxConfig) error {
 	select {
 	case r.pullSlots <- struct{}{}:
@@ -126,6 +129,12 @@ func (r *Runtime) pull(ctx context.Context, spec *runtimeapi.ImageSpec, auths []
 		return ctx.Err()
 	}
 	defer func() { <-r.pullSlots }()
+	if r.cfg.ImagePullTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = withClockTimeout(ctx, r.cfg.Clock, r.cfg.ImagePullTimeout,
+			fmt.Errorf("the pull did not finish within %s: %w", r.cfg.ImagePullTimeout, context.DeadlineExceeded))
+		defer cancel()
+	}
 	if len(auths) == 0 {
 		auths = []*runtimeapi.AuthConfig{nil}
 	}
@@ -135,9 +144,30 @@ func (r *Runtime) pull(ctx context.Context, spec *runtimeapi.ImageSpec, auths []
 		if err == nil {
 			return nil
 		}
+		if ctx.Err() != nil {
+			// Cut off or cancelled: the other credentials would be too.
+			return fmt.Errorf("%w (%v)", context.Cause(ctx), wrap("PullImage", spec.GetImage(), err))
+		}
 		errs = append(errs, wrap("PullImage", spec.GetImage(), err))
 	}
 	return errors.Join(errs...)
+}
+
+// withClockTimeout returns a context that ends when ctx does or after d
+// on clk, with cause as its cause. Its goroutine ends with the context:
+// call the returned cancel when done.
+func withClockTimeout(ctx context.Context, clk clock.Clock, d time.Duration, cause error) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	t := clk.NewTimer(d)
+	go func() {
+		defer t.Stop()
+		select {
+		case <-t.C():
+			cancel(cause)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
 }
 
 // dockerConfigEntry is one registry's credentials in a docker config.

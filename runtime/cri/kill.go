@@ -74,7 +74,7 @@ func (r *Runtime) killPod(ctx context.Context, pod *v1.Pod, running *runtime.Pod
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := r.killContainer(ctx, pod, c.ID.ID, c.Name, override, nil, order); err != nil {
+			if err := r.guard(running.FullName(), running.ID, c.ID.ID, "kill container "+c.Name, func() error { return r.killContainer(ctx, pod, c.ID.ID, c.Name, override, nil, order) }); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -222,9 +222,7 @@ func (r *Runtime) killContainer(ctx context.Context, pod *v1.Pod, id, name strin
 	}
 	if preStop != nil && grace > 0 {
 		start := r.cfg.Clock.Now()
-		hctx, cancel := context.WithTimeout(ctx, time.Duration(grace)*time.Second)
-		err := r.runHook(hctx, pod, spec, id, preStop, podIPs)
-		cancel()
+		err := r.runPreStop(ctx, pod, spec, id, preStop, podIPs, grace)
 		if err != nil {
 			msg := fmt.Sprintf("PreStopHook failed: %v", err)
 			r.log.V(2).Info("preStop hook failed", "container", name, "containerID", id, "err", err)

@@ -1,15 +1,20 @@
 package cri
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/internal/beneath"
 )
 
 // maxTerminationMessage is how much of a termination message the kubelet
@@ -69,9 +74,22 @@ func hasVolume(pod *v1.Pod, name string) bool {
 	return false
 }
 
-// subPath returns base/sub after checking that sub is relative, has no
-// ".." element, and does not leave base through a symlink; a missing
-// directory is created, as the kubelet does.
+// subPath resolves sub beneath the volume directory base and returns the
+// host path to mount. sub must be relative with no ".."; missing
+// directories are created, as the kubelet does, but only beneath base:
+// resolution and creation go through descriptors (internal/beneath), so a
+// symlink that leads out of the volume is refused before anything is
+// made. The path returned is the canonical one read back from the opened
+// descriptor, free of symlinks.
+//
+// The kubelet goes one step further: it bind-mounts the descriptor
+// (/proc/<pid>/fd/N) onto a private path and hands the runtime that, so a
+// container cannot swap a component for a symlink between the check and
+// the runtime's mount. That needs mount privilege and an unmount at
+// teardown; and a /proc/<pid>/fd path handed to a CRI runtime directly
+// would not help, since the runtime resolves the host path itself when it
+// creates the container (containerd does) and may see another PID
+// namespace. nodekit hands the canonical path and leaves that window.
 func subPath(base, sub string) (string, error) {
 	if filepath.IsAbs(sub) {
 		return "", fmt.Errorf("%q must be a relative path", sub)
@@ -81,24 +99,11 @@ func subPath(base, sub string) (string, error) {
 			return "", fmt.Errorf("%q must not contain '..'", sub)
 		}
 	}
-	full := filepath.Join(base, sub)
-	if _, err := os.Lstat(full); os.IsNotExist(err) {
-		if err := os.MkdirAll(full, 0o750); err != nil {
-			return "", err
-		}
-	}
-	realBase, err := filepath.EvalSymlinks(base)
-	if err != nil {
-		return "", err
-	}
-	real, err := filepath.EvalSymlinks(full)
-	if err != nil {
-		return "", err
-	}
-	if rel, err := filepath.Rel(realBase, real); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+	p, err := beneath.MkdirAll(base, filepath.ToSlash(sub), 0o750)
+	if errors.Is(err, beneath.ErrEscapes) {
 		return "", fmt.Errorf("%q resolves outside its volume", sub)
 	}
-	return full, nil
+	return p, err
 }
 
 // terminationMessageMount creates the host file the container writes its
@@ -161,29 +166,100 @@ func readCapped(path string, n int) string {
 	return string(buf[:k])
 }
 
+// Bounds of the log tail read for FallbackToLogsOnError: blocks of
+// tailBlock bytes are read from the end until the complete lines in hand
+// hold maxFallbackLines lines or maxFallbackBytes of content, or
+// maxTailRead bytes were read (containerd splits log lines at 16 KiB, so
+// this holds several whole lines whatever they are).
+const (
+	tailBlock   = 8 << 10
+	maxTailRead = 64 << 10
+)
+
 // logTail returns the content of the last lines of a CRI log file,
-// without the CRI prefixes, joining partial lines.
+// without the CRI prefixes, joining partial lines: at most
+// maxFallbackLines lines and the last maxFallbackBytes bytes. It reads
+// the file from its end, at most maxTailRead bytes of it.
 func logTail(path string) string {
-	data, err := os.ReadFile(path)
-	if err != nil || len(data) == 0 {
+	f, err := os.Open(path)
+	if err != nil {
 		return ""
 	}
-	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-	var out strings.Builder
-	for _, line := range lines[max(0, len(lines)-maxFallbackLines):] {
-		// <timestamp> <stream> <P|F> <content>
-		parts := strings.SplitN(line, " ", 4)
-		if len(parts) < 4 {
-			continue
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	return tailOf(f, st.Size())
+}
+
+// tailOf is logTail over the size bytes of r.
+func tailOf(r io.ReaderAt, size int64) string {
+	var buf []byte
+	off := size
+	for off > 0 && len(buf) < maxTailRead {
+		n := min(int64(tailBlock), off)
+		off -= n
+		chunk := make([]byte, n, int(n)+len(buf))
+		if _, err := r.ReadAt(chunk, off); err != nil && !errors.Is(err, io.EOF) {
+			return ""
 		}
-		out.WriteString(parts[3])
-		if parts[2] == "F" {
-			out.WriteByte('\n')
+		buf = append(chunk, buf...)
+		if off == 0 {
+			break
+		}
+		lines, content := completeLines(buf)
+		if len(lines) >= maxFallbackLines || len(content) >= maxFallbackBytes {
+			break
 		}
 	}
-	s := out.String()
+	var lines [][]byte
+	if off == 0 {
+		lines = splitLines(buf)
+	} else {
+		lines, _ = completeLines(buf) // the first line was cut by the window
+	}
+	s := criContent(lines[max(0, len(lines)-maxFallbackLines):])
 	if len(s) > maxFallbackBytes {
 		s = s[len(s)-maxFallbackBytes:]
 	}
 	return s
+}
+
+// completeLines returns the lines of buf after its first newline (the
+// ones the window holds whole, the last one possibly still being
+// written) and their content.
+func completeLines(buf []byte) ([][]byte, string) {
+	i := bytes.IndexByte(buf, '\n')
+	if i < 0 {
+		return nil, ""
+	}
+	lines := splitLines(buf[i+1:])
+	return lines, criContent(lines)
+}
+
+func splitLines(b []byte) [][]byte {
+	b = bytes.TrimSuffix(b, []byte{'\n'})
+	if len(b) == 0 {
+		return nil
+	}
+	return bytes.Split(b, []byte{'\n'})
+}
+
+// criContent joins the content of CRI log lines
+// ("<timestamp> <stream> <P|F> <content>"): a full line (F) ends with a
+// newline, a partial one (P) continues on the next line.
+func criContent(lines [][]byte) string {
+	var out strings.Builder
+	for _, line := range lines {
+		parts := bytes.SplitN(line, []byte{' '}, 4)
+		if len(parts) < 4 {
+			continue
+		}
+		out.Write(parts[3])
+		if string(parts[2]) == "F" {
+			out.WriteByte('\n')
+		}
+	}
+	return out.String()
 }

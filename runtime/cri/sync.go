@@ -89,7 +89,9 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 		}
 	}
 
+	qos := qosClass(pod) // once per sync, not per container
 	start := func(s containerSpec) runtime.SyncStep {
+		s.qos = qos
 		return r.startContainer(ctx, pod, s, status, sandboxID, sandboxConfig, podIPs)
 	}
 	for _, i := range a.EphemeralContainersToStart {
