@@ -198,8 +198,26 @@ func (m *Manager) startLocked(w *worker) {
 	go func() {
 		defer m.wg.Done()
 		defer cancel()
-		w.run(ctx)
+		if w.run(ctx) {
+			m.retire(w)
+		}
 	}()
+}
+
+// retire records that a worker stopped by its own rules and forgets its
+// result, as the kubelet's worker does when it exits. The worker stays
+// known, so AddPod does not start it again; RemovePod and CleanupPods
+// forget it.
+func (m *Manager) retire(w *worker) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.workers[workerKey{w.podUID, w.container.Name, w.typ}] != w {
+		return // removed meanwhile
+	}
+	w.retired = true
+	if byType := m.results[w.currentID()]; byType != nil {
+		delete(byType, w.typ)
+	}
 }
 
 // RemovePod stops the pod's workers and forgets their results.
@@ -232,11 +250,18 @@ func (m *Manager) CleanupPods(keep map[types.UID]bool) {
 	}
 }
 
-// Workers returns how many probe workers exist.
+// Workers returns how many probe workers exist and have not stopped by
+// their own rules; while Run runs, each has one goroutine.
 func (m *Manager) Workers() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.workers)
+	n := 0
+	for _, w := range m.workers {
+		if !w.retired {
+			n++
+		}
+	}
+	return n
 }
 
 // Liveness, Readiness and Startup return a container's latest result
@@ -249,6 +274,21 @@ func (m *Manager) result(containerID string, typ Type) Result {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.results[containerID][typ]
+}
+
+// started reports whether a worker's container is past its startup
+// probe, as the kubelet decides it: the startup result when there is one;
+// without one, not while a startup worker runs for the container, and yes
+// when there is none or it stopped (a worker that stops on deletion
+// leaves Success behind and then forgets it).
+func (m *Manager) started(w *worker, containerID string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.results[containerID][Startup]; ok {
+		return r == Success
+	}
+	sw := m.workers[workerKey{w.podUID, w.container.Name, Startup}]
+	return sw == nil || sw.retired
 }
 
 // set records a result and sends an Update when it changed.
