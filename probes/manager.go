@@ -14,6 +14,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // Update is a change of a container's probe result.
@@ -30,8 +32,9 @@ type Update struct {
 // one): the probes find each container's ID, state and start time there.
 type StatusGetter func(uid types.UID) (v1.PodStatus, bool)
 
-// EventFunc receives events (Unhealthy, ProbeWarning). It must not block.
-type EventFunc func(pod *v1.Pod, typ, reason, message string)
+// EventFunc receives the probes' events (Unhealthy, ProbeWarning). It is
+// an alias of runtime.EventFunc: it must not block.
+type EventFunc = runtime.EventFunc
 
 // Config configures a Manager.
 type Config struct {

@@ -29,3 +29,21 @@ func TestResultsAreRuntimeProbeResults(t *testing.T) {
 		}
 	}
 }
+
+// A runtime.EventFunc configures the Manager as it is: the one event
+// function an agent has serves the probes too.
+func TestEventsGoToARuntimeEventFunc(t *testing.T) {
+	var got []string
+	var record runtime.EventFunc = func(pod *v1.Pod, typ, reason, message string) {
+		got = append(got, pod.Name+" "+typ+" "+reason+": "+message)
+	}
+	m, err := probes.New(probes.Config{Status: (&world{}).getStatus, Events: record})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.AddPod(pod(map[probes.Type]*v1.Probe{probes.Readiness: {}}))
+	want := "p Warning ProbeWarning: Readiness probe of container c: it has no handler"
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("events %q, want %q", got, want)
+	}
+}
