@@ -306,13 +306,14 @@ func newMetrics(reg *prometheus.Registry, a *Agent) (*metrics, error) {
 	return m, nil
 }
 
-// probeResults adapts the probe manager to what the runtime asks.
+// probeResults adapts the probe manager, keyed by "type://id", to what
+// the runtime asks; both speak runtime.ProbeResult.
 type probeResults struct{ m *probes.Manager }
 
-func (p probeResults) Liveness(id runtime.ContainerID) cri.ProbeResult {
-	return cri.ProbeResult(p.m.Liveness(id.String()))
+func (p probeResults) Liveness(id runtime.ContainerID) runtime.ProbeResult {
+	return p.m.Liveness(id.String())
 }
 
-func (p probeResults) Startup(id runtime.ContainerID) cri.ProbeResult {
-	return cri.ProbeResult(p.m.Startup(id.String()))
+func (p probeResults) Startup(id runtime.ContainerID) runtime.ProbeResult {
+	return p.m.Startup(id.String())
 }

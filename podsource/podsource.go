@@ -5,6 +5,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // Op is the kind of a pod update.
@@ -65,5 +67,6 @@ type Source interface {
 }
 
 // EventFunc receives events about bad input: the object is nil for a file
-// or URL that holds no valid pod. It must not block.
-type EventFunc func(pod *v1.Pod, typ, reason, message string)
+// or URL that holds no valid pod. It is an alias of runtime.EventFunc: it
+// must not block.
+type EventFunc = runtime.EventFunc

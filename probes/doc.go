@@ -13,10 +13,24 @@
 //   - a result changes only after failureThreshold failures or
 //     successThreshold successes in a row;
 //   - liveness and readiness do nothing until the startup probe has
-//     succeeded; the startup probe stops once it has;
-//   - after a liveness or startup failure the worker holds until the
-//     container restarts (a new container ID), then starts afresh;
-//   - a container that is not running reports Failure.
+//     succeeded (or its worker has stopped); the startup probe stops once
+//     it has decided;
+//   - after a liveness failure or a startup verdict the worker holds until
+//     the container restarts (a new container ID), then starts afresh;
+//   - a container that is not running reports Failure; a Prober's Unknown
+//     counts as Failure.
+//
+// A worker stops by itself, and forgets its result, as the kubelet's
+// does: when the pod's phase is Failed or Succeeded (checked before
+// anything else, so such a pod is never probed); when its container has
+// terminated and will not be started again (restartPolicy Never, or
+// OnFailure after exit code 0; a sidecar's Always wins over the pod's
+// policy), after reporting Failure; and, for liveness and startup only,
+// when the pod has a deletion timestamp, after reporting Success so the
+// shutdown is quiet (readiness goes on probing the terminating pod).
+// Unlike the kubelet, which creates the worker again on the next sync
+// (and it stops again), a stopped worker stays stopped until RemovePod
+// or CleanupPods forgets the pod.
 //
 // Every change of result goes out on Updates; the agent turns readiness
 // and startup into the container's ready and started fields and the pod's

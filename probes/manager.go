@@ -14,6 +14,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // Update is a change of a container's probe result.
@@ -30,8 +32,9 @@ type Update struct {
 // one): the probes find each container's ID, state and start time there.
 type StatusGetter func(uid types.UID) (v1.PodStatus, bool)
 
-// EventFunc receives events (Unhealthy, ProbeWarning). It must not block.
-type EventFunc func(pod *v1.Pod, typ, reason, message string)
+// EventFunc receives the probes' events (Unhealthy, ProbeWarning). It is
+// an alias of runtime.EventFunc: it must not block.
+type EventFunc = runtime.EventFunc
 
 // Config configures a Manager.
 type Config struct {
@@ -198,8 +201,26 @@ func (m *Manager) startLocked(w *worker) {
 	go func() {
 		defer m.wg.Done()
 		defer cancel()
-		w.run(ctx)
+		if w.run(ctx) {
+			m.retire(w)
+		}
 	}()
+}
+
+// retire records that a worker stopped by its own rules and forgets its
+// result, as the kubelet's worker does when it exits. The worker stays
+// known, so AddPod does not start it again; RemovePod and CleanupPods
+// forget it.
+func (m *Manager) retire(w *worker) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.workers[workerKey{w.podUID, w.container.Name, w.typ}] != w {
+		return // removed meanwhile
+	}
+	w.retired = true
+	if byType := m.results[w.currentID()]; byType != nil {
+		delete(byType, w.typ)
+	}
 }
 
 // RemovePod stops the pod's workers and forgets their results.
@@ -232,11 +253,18 @@ func (m *Manager) CleanupPods(keep map[types.UID]bool) {
 	}
 }
 
-// Workers returns how many probe workers exist.
+// Workers returns how many probe workers exist and have not stopped by
+// their own rules; while Run runs, each has one goroutine.
 func (m *Manager) Workers() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.workers)
+	n := 0
+	for _, w := range m.workers {
+		if !w.retired {
+			n++
+		}
+	}
+	return n
 }
 
 // Liveness, Readiness and Startup return a container's latest result
@@ -249,6 +277,21 @@ func (m *Manager) result(containerID string, typ Type) Result {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.results[containerID][typ]
+}
+
+// started reports whether a worker's container is past its startup
+// probe, as the kubelet decides it: the startup result when there is one;
+// without one, not while a startup worker runs for the container, and yes
+// when there is none or it stopped (a worker that stops on deletion
+// leaves Success behind and then forgets it).
+func (m *Manager) started(w *worker, containerID string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.results[containerID][Startup]; ok {
+		return r == Success
+	}
+	sw := m.workers[workerKey{w.podUID, w.container.Name, Startup}]
+	return sw == nil || sw.retired
 }
 
 // set records a result and sends an Update when it changed.

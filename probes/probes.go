@@ -5,21 +5,21 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/runtime"
 )
 
-// Result is a probe's outcome.
-type Result int8
+// Result is a probe's outcome: an alias of runtime.ProbeResult, the type
+// the runtime reads liveness and startup results as.
+type Result = runtime.ProbeResult
 
-// Outcomes. Unknown is what a startup probe reports before it has run.
+// Outcomes, the runtime package's values under their short names. Unknown
+// is what a startup probe reports before it has run.
 const (
-	Unknown Result = iota
-	Success
-	Failure
+	Unknown = runtime.ProbeUnknown
+	Success = runtime.ProbeSuccess
+	Failure = runtime.ProbeFailure
 )
-
-func (r Result) String() string {
-	return [...]string{"unknown", "success", "failure"}[r]
-}
 
 // Type is a probe's kind.
 type Type string

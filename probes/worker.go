@@ -22,6 +22,7 @@ type worker struct {
 	typ       Type
 	probe     *v1.Probe
 	stop      context.CancelFunc // set by startLocked under m.mu
+	retired   bool               // stopped by its own rules; set under m.mu
 
 	// mu guards pod and containerID; the rest belong to run's goroutine.
 	mu          sync.Mutex
@@ -71,8 +72,9 @@ func seconds(n int32, def int32) time.Duration {
 // armed only after a probe returns, so a worker holds a clock waiter exactly
 // while it is idle. Probes stay on the period's grid; one that overruns its
 // period is followed at once by the next, and the grid restarts from there,
-// as a ticker's single buffered tick would.
-func (w *worker) run(ctx context.Context) {
+// as a ticker's single buffered tick would. It returns true when the
+// worker stopped by its own rules (doProbe said so), false when ctx ended.
+func (w *worker) run(ctx context.Context) (stoppedItself bool) {
 	period := seconds(w.probe.PeriodSeconds, 10)
 	clk := w.m.cfg.Clock
 	next := clk.Now().Add(w.m.cfg.Jitter(period))
@@ -91,13 +93,15 @@ func (w *worker) run(ctx context.Context) {
 			}
 			select {
 			case <-ctx.Done():
-				return
+				return false
 			case <-timer.C():
 			}
 		} else if ctx.Err() != nil {
-			return
+			return false
 		}
-		w.doProbe(ctx)
+		if !w.doProbe(ctx) {
+			return ctx.Err() == nil
+		}
 		next = next.Add(period)
 		if now := clk.Now(); next.Before(now) {
 			next = now
@@ -106,22 +110,33 @@ func (w *worker) run(ctx context.Context) {
 }
 
 // doProbe runs the probe once if it should, and applies the thresholds.
-func (w *worker) doProbe(ctx context.Context) {
+// It returns false when the worker is to stop for good, by the rules of
+// the kubelet's worker: the pod reached a terminal phase (checked before
+// anything else, so such a pod is never probed); its container terminated
+// and will not be started again; or, for liveness and startup, the pod is
+// being deleted (after a last Success, so the shutdown stays quiet).
+func (w *worker) doProbe(ctx context.Context) (keepGoing bool) {
 	m := w.m
 	st, ok := m.cfg.Status(w.podUID)
 	if !ok {
-		return
+		return true // no status yet, or no more
+	}
+	if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed {
+		return false
 	}
 	var cs *v1.ContainerStatus
 	for _, list := range [][]v1.ContainerStatus{st.ContainerStatuses, st.InitContainerStatuses} {
 		for i := range list {
-			if list[i].Name == w.container.Name {
+			if list[i].Name == w.container.Name && list[i].ContainerID != "" {
 				cs = &list[i]
 			}
 		}
+		if cs != nil {
+			break
+		}
 	}
-	if cs == nil || cs.ContainerID == "" {
-		return
+	if cs == nil {
+		return true // not created yet, or removed
 	}
 	w.mu.Lock()
 	pod := w.pod
@@ -137,31 +152,35 @@ func (w *worker) doProbe(ctx context.Context) {
 	} else {
 		w.mu.Unlock()
 	}
+	if w.onHold {
+		return true // held until the container restarts (a new container ID)
+	}
 	if cs.State.Running == nil {
 		m.set(ctx, w, cs.ContainerID, Failure)
-		return
+		// Waiting containers start (again); a terminated one may not.
+		return cs.State.Terminated == nil || restarts(pod, w.container, cs.State.Terminated.ExitCode)
 	}
-	if w.onHold {
-		return // a liveness or startup failure holds until the container restarts
+	if pod.DeletionTimestamp != nil && (w.typ == Liveness || w.typ == Startup) {
+		m.set(ctx, w, cs.ContainerID, Success)
+		return false
 	}
-	if w.typ != Startup && w.container.StartupProbe != nil && m.Startup(cs.ContainerID) != Success {
-		return // liveness and readiness wait for the startup probe
-	}
-	if w.typ == Startup && m.Startup(cs.ContainerID) == Success {
-		return // done
+	if w.typ != Startup && !m.started(w, cs.ContainerID) {
+		return true // liveness and readiness wait for the startup probe
 	}
 	if m.cfg.Clock.Since(cs.State.Running.StartedAt.Time) < time.Duration(w.probe.InitialDelaySeconds)*time.Second {
-		return
+		return true
 	}
 
 	target := Target{Pod: pod, Container: w.container, ContainerID: rawID(cs.ContainerID), PodIP: st.PodIP}
 	start := m.cfg.Clock.Now()
 	result, output, err, ok := w.callProber(ctx, target)
 	if !ok || ctx.Err() != nil {
-		return
+		return true
 	}
 	if err != nil {
 		result, output = Failure, err.Error()
+	} else if result != Success {
+		result = Failure // a Prober without a verdict fails, as in the kubelet
 	}
 	m.metrics.observe(pod, w.container.Name, w.typ, result, m.cfg.Clock.Since(start))
 	if result == Failure {
@@ -185,12 +204,41 @@ func (w *worker) doProbe(ctx context.Context) {
 		successes = 1
 	}
 	if (result == Failure && w.resultRun < failures) || (result == Success && w.resultRun < successes) {
-		return // not enough in a row yet: the previous result stands
+		return true // not enough in a row yet: the previous result stands
 	}
 	m.set(ctx, w, cs.ContainerID, result)
-	if (w.typ == Liveness || w.typ == Startup) && result == Failure {
+	if (w.typ == Liveness && result == Failure) || w.typ == Startup {
+		// A liveness failure means a restart, and a startup probe has
+		// decided: hold until the next container.
 		w.onHold, w.resultRun = true, 0
 	}
+	return true
+}
+
+// restarts reports whether the container is started again after it
+// exited with code, the kubelet's rule: the container's own restart
+// policy (Always for sidecars) first, then the pod's (Never: no;
+// OnFailure: only after a non-zero code; Always or unset: yes).
+// Per-container restart rules are refused when pods are validated, so
+// they are not looked at here.
+func restarts(pod *v1.Pod, c *v1.Container, code int32) bool {
+	if c.RestartPolicy != nil {
+		switch *c.RestartPolicy {
+		case v1.ContainerRestartPolicyAlways:
+			return true
+		case v1.ContainerRestartPolicyOnFailure:
+			return code != 0
+		case v1.ContainerRestartPolicyNever:
+			return false
+		}
+	}
+	switch pod.Spec.RestartPolicy {
+	case v1.RestartPolicyNever:
+		return false
+	case v1.RestartPolicyOnFailure:
+		return code != 0
+	}
+	return true
 }
 
 // callProber runs the Prober once. A panic in it is logged and leaves

@@ -26,6 +26,14 @@
 // Both are snapshots; the runtime never mutates a value after returning it,
 // and callers own what they receive.
 //
+// # Shared types
+//
+// ProbeResult and EventFunc are defined here, once, because several parts
+// exchange them: probes.Result and cri.ProbeResult are aliases of
+// ProbeResult (the probes produce results, runtime/cri restarts on them),
+// and probes.EventFunc, podsource.EventFunc and cri.EventFunc are aliases
+// of EventFunc, so one function records the events of every part.
+//
 // # Errors
 //
 // Implementations wrap their failures so that callers can classify them with

@@ -9,6 +9,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
+// EventFunc receives the events a part of the agent records about a pod,
+// as the kubelet's event recorder would: typ is v1.EventTypeNormal or
+// v1.EventTypeWarning, reason a short CamelCase word (Pulled, Unhealthy,
+// FailedValidation...), message a sentence. pod is nil when the event
+// concerns no valid pod (a manifest file or URL that holds none). It must
+// not block and may be called from several goroutines at once. This is the
+// one definition: probes.EventFunc, podsource.EventFunc and cri.EventFunc
+// are aliases of it, so one function serves them all.
+type EventFunc func(pod *v1.Pod, typ, reason, message string)
+
 // Runtime is a pod-level container runtime: it makes the running state of a
 // pod match the pod's spec, kills pods, and reports what it observes.
 //

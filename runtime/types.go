@@ -286,3 +286,30 @@ func notReady(typ string, c *Condition) error {
 	}
 	return fmt.Errorf("runtime: %s is false: %s: %s: %w", typ, c.Reason, c.Message, ErrUnavailable)
 }
+
+// ProbeResult is the latest outcome of a container's liveness, readiness
+// or startup probe. It is the one type the probes that produce results and
+// the runtimes that act on them share: probes.Result and cri.ProbeResult
+// are aliases of it.
+type ProbeResult int8
+
+// Probe outcomes. ProbeUnknown is what a probe reports before it has
+// decided, and what is reported for a container without a result.
+const (
+	ProbeUnknown ProbeResult = iota
+	ProbeSuccess
+	ProbeFailure
+)
+
+// String returns "unknown", "success" or "failure".
+func (r ProbeResult) String() string {
+	switch r {
+	case ProbeUnknown:
+		return "unknown"
+	case ProbeSuccess:
+		return "success"
+	case ProbeFailure:
+		return "failure"
+	}
+	return fmt.Sprintf("ProbeResult(%d)", int8(r))
+}

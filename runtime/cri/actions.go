@@ -13,14 +13,16 @@ import (
 	"github.com/nodekit/nodekit/runtime"
 )
 
-// ProbeResult is the latest outcome of a container's probe.
-type ProbeResult int8
+// ProbeResult is the latest outcome of a container's probe: an alias of
+// runtime.ProbeResult, so probes' results need no conversion.
+type ProbeResult = runtime.ProbeResult
 
-// Probe outcomes. ProbeUnknown is what a probe reports before it has run.
+// Probe outcomes, runtime's values. ProbeUnknown is what a probe reports
+// before it has run.
 const (
-	ProbeUnknown ProbeResult = iota
-	ProbeSuccess
-	ProbeFailure
+	ProbeUnknown = runtime.ProbeUnknown
+	ProbeSuccess = runtime.ProbeSuccess
+	ProbeFailure = runtime.ProbeFailure
 )
 
 // ProbeResults tells the runtime what liveness and startup probes last

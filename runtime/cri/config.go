@@ -11,6 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	criapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // Defaults of Config, the kubelet's.
@@ -51,8 +53,9 @@ type Volumes interface {
 // EventFunc receives the events the runtime records about a pod
 // (Pulling, Pulled, Failed, BackOff, Created, Started, Killing,
 // FailedPostStartHook, FailedPreStopHook...). typ is v1.EventTypeNormal or
-// v1.EventTypeWarning. It must not block.
-type EventFunc func(pod *v1.Pod, typ, reason, message string)
+// v1.EventTypeWarning. It is an alias of runtime.EventFunc: it must not
+// block.
+type EventFunc = runtime.EventFunc
 
 // Config configures a Runtime. Only RuntimeService and ImageService are
 // required; every other field's zero value is the documented default.

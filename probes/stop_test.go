@@ -1,0 +1,174 @@
+package probes_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekit/nodekit/probes"
+)
+
+func (w *world) setStatus(s v1.PodStatus) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.status = s
+}
+
+// drain returns the updates queued so far, after every worker went idle
+// or stopped.
+func (e *env) drain() []string {
+	e.t.Helper()
+	e.settle()
+	var got []string
+	for {
+		select {
+		case u := <-e.m.Updates():
+			got = append(got, fmt.Sprintf("%s %s %s", u.Container, u.Type, u.Result))
+		default:
+			return got
+		}
+	}
+}
+
+func runningState() v1.ContainerState {
+	return v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(t0)}}
+}
+
+func exited(code int32) v1.ContainerState {
+	return v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: code}}
+}
+
+// TestWorkersStopByThemselves replays the kubelet worker's stop rules: a
+// terminal pod is never probed, a terminated container that will not be
+// started again stops its workers, and a pod being deleted stops its
+// liveness and startup workers after a last Success.
+func TestWorkersStopByThemselves(t *testing.T) {
+	always := v1.ContainerRestartPolicyAlways
+	probed := v1.Container{Name: "c", ReadinessProbe: probe(10, 3, 1, 0), LivenessProbe: probe(10, 3, 1, 0)}
+	regular := func(policy v1.RestartPolicy) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid"},
+			Spec: v1.PodSpec{RestartPolicy: policy, Containers: []v1.Container{probed}}}
+	}
+	statusOf := func(phase v1.PodPhase, state v1.ContainerState) v1.PodStatus {
+		return v1.PodStatus{Phase: phase, ContainerStatuses: []v1.ContainerStatus{{Name: "c", ContainerID: "fake://a", State: state}}}
+	}
+	sidecar := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid"}, Spec: v1.PodSpec{
+		RestartPolicy:  v1.RestartPolicyNever,
+		InitContainers: []v1.Container{{Name: "c", RestartPolicy: &always, ReadinessProbe: probe(10, 3, 1, 0), LivenessProbe: probe(10, 3, 1, 0)}},
+		Containers:     []v1.Container{{Name: "main"}},
+	}}
+	deleted := regular(v1.RestartPolicyAlways)
+	deleted.DeletionTimestamp = &metav1.Time{Time: t0}
+	deleted.Spec.Containers[0].StartupProbe = probe(10, 3, 1, 0)
+
+	for _, tc := range []struct {
+		name   string
+		pod    *v1.Pod
+		status v1.PodStatus
+		// workers still running, whether the prober was called, and the
+		// updates sent (container, type, result).
+		workers int
+		probed  bool
+		updates []string
+	}{
+		{name: "Succeeded pod is never probed", pod: regular(v1.RestartPolicyAlways), status: statusOf(v1.PodSucceeded, runningState())},
+		{name: "Failed pod is never probed", pod: regular(v1.RestartPolicyAlways), status: statusOf(v1.PodFailed, runningState())},
+		{name: "Never: exited container", pod: regular(v1.RestartPolicyNever), status: statusOf(v1.PodRunning, exited(0)),
+			updates: []string{"c Liveness failure", "c Liveness success", "c Readiness failure"}},
+		{name: "Never: exited with an error", pod: regular(v1.RestartPolicyNever), status: statusOf(v1.PodRunning, exited(2)),
+			updates: []string{"c Liveness failure", "c Liveness success", "c Readiness failure"}},
+		{name: "OnFailure: exited with 0", pod: regular(v1.RestartPolicyOnFailure), status: statusOf(v1.PodRunning, exited(0)),
+			updates: []string{"c Liveness failure", "c Liveness success", "c Readiness failure"}},
+		{name: "OnFailure: exited with 1 is restarted", pod: regular(v1.RestartPolicyOnFailure), status: statusOf(v1.PodRunning, exited(1)),
+			workers: 2, updates: []string{"c Liveness failure", "c Liveness success", "c Readiness failure"}},
+		{name: "Always: exited with 0 is restarted", pod: regular(v1.RestartPolicyAlways), status: statusOf(v1.PodRunning, exited(0)),
+			workers: 2, updates: []string{"c Liveness failure", "c Liveness success", "c Readiness failure"}},
+		{name: "Never: waiting container", pod: regular(v1.RestartPolicyNever), status: statusOf(v1.PodPending, v1.ContainerState{Waiting: &v1.ContainerStateWaiting{}}),
+			workers: 2, updates: []string{"c Liveness failure", "c Liveness success", "c Readiness failure"}},
+		{name: "Never: exited sidecar is restarted", pod: sidecar,
+			status:  v1.PodStatus{Phase: v1.PodRunning, InitContainerStatuses: []v1.ContainerStatus{{Name: "c", ContainerID: "fake://a", State: exited(0)}}},
+			workers: 2, updates: []string{"c Liveness failure", "c Liveness success", "c Readiness failure"}},
+		{name: "deleted pod: readiness goes on, liveness and startup end with success", pod: deleted, status: statusOf(v1.PodRunning, runningState()),
+			workers: 1, probed: true, updates: []string{"c Liveness success", "c Readiness failure", "c Readiness success", "c Startup success"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.w.setStatus(tc.status)
+			e.m.AddPod(tc.pod)
+			var updates []string
+			for i := 0; i < 3; i++ {
+				updates = append(updates, e.drain()...)
+				e.clock.Step(10 * time.Second)
+			}
+			updates = append(updates, e.drain()...)
+			slices.Sort(updates)
+			if n := e.m.Workers(); n != tc.workers {
+				t.Errorf("%d workers running, want %d", n, tc.workers)
+			}
+			if called := e.calls() > 0; called != tc.probed {
+				t.Errorf("prober called %d times, want called: %v", e.calls(), tc.probed)
+			}
+			if !slices.Equal(updates, tc.updates) {
+				t.Errorf("updates %q, want %q", updates, tc.updates)
+			}
+			if tc.workers == 0 {
+				for _, r := range []probes.Result{e.m.Liveness("fake://a"), e.m.Readiness("fake://a"), e.m.Startup("fake://a")} {
+					if r != probes.Unknown {
+						t.Errorf("a stopped worker's result is kept: %v", r)
+					}
+				}
+				// A stopped worker is not started again by the next sync.
+				e.m.AddPod(tc.pod)
+				if n := e.m.Workers(); n != 0 {
+					t.Errorf("%d workers after AddPod of a pod whose workers stopped", n)
+				}
+			}
+		})
+	}
+}
+
+// A worker whose pod turns terminal while it runs stops before its next
+// probe.
+func TestWorkerStopsWhenThePodTurnsTerminal(t *testing.T) {
+	e := newEnv(t)
+	e.w.running("fake://a", t0)
+	e.m.AddPod(pod(map[probes.Type]*v1.Probe{probes.Readiness: probe(10, 3, 1, 0)}))
+	if u := e.next(10 * time.Second); u.Result != probes.Failure {
+		t.Fatalf("first update %+v, want the initial failure", u)
+	}
+	if u := e.next(10 * time.Second); u.Result != probes.Success {
+		t.Fatalf("second update %+v, want success", u)
+	}
+	e.w.mu.Lock()
+	e.w.status.Phase = v1.PodSucceeded
+	e.w.mu.Unlock()
+	calls := e.calls()
+	for i := 0; i < 3; i++ {
+		e.clock.Step(10 * time.Second)
+		e.settle()
+	}
+	if n := e.m.Workers(); n != 0 || e.calls() != calls {
+		t.Errorf("%d workers and %d probes after the pod succeeded, want none", n, e.calls()-calls)
+	}
+	if r := e.m.Readiness("fake://a"); r != probes.Unknown {
+		t.Errorf("readiness %v kept after the worker stopped", r)
+	}
+}
+
+// A Prober that returns no verdict counts as failing, as in the kubelet.
+func TestUnknownFromTheProberIsFailure(t *testing.T) {
+	e := newEnv(t)
+	e.w.running("fake://a", t0)
+	e.w.script(probes.Unknown)
+	e.m.AddPod(pod(map[probes.Type]*v1.Probe{probes.Liveness: probe(10, 1, 1, 0)}))
+	if u := e.next(10 * time.Second); u.Result != probes.Success {
+		t.Fatalf("first update %+v, want the initial success", u)
+	}
+	if u := e.next(10 * time.Second); u.Result != probes.Failure {
+		t.Errorf("after an Unknown probe: %+v, want failure", u)
+	}
+}
