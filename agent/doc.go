@@ -42,7 +42,9 @@
 // fields and the pod's Ready conditions at once (status.Manager); a
 // liveness or startup failure syncs the pod, and the runtime restarts the
 // container (ComputePodActions reads the results), within the probe's own
-// terminationGracePeriodSeconds when it sets one.
+// terminationGracePeriodSeconds when it sets one. When a pod is being
+// terminated its liveness and startup probes stop before the kill, and its
+// readiness probes run until its containers are gone, as in the kubelet.
 //
 // Not here yet: admission (eviction, resources), volumes, mirror pods and
 // the API server; they come with their packages.

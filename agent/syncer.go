@@ -89,7 +89,15 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 			a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
 		}
 	}
-	a.probes.CleanupPods(want)
+	// Probes go on for the pods that may still run: wanted, or being
+	// terminated (readiness through the grace period, as the kubelet).
+	possiblyRunning := maps.Clone(want)
+	for uid, st := range states {
+		if st != podworkers.Terminated {
+			possiblyRunning[uid] = true
+		}
+	}
+	a.probes.CleanupPods(possiblyRunning)
 	if !a.merger.SeenAllSources() {
 		return nil
 	}
@@ -183,10 +191,13 @@ func (a *Agent) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *runtime
 		a.generate(pod, rs)
 		running, _ = rs.RunningPod(true)
 	}
-	a.probes.RemovePod(pod.UID)
+	// As the kubelet: no liveness restart while the pod stops, but
+	// readiness goes on until its containers are gone.
+	a.probes.StopLivenessAndStartup(pod.UID)
 	if err := a.rt.KillPod(ctx, pod, running, &grace); err != nil {
 		return err
 	}
+	a.probes.RemovePod(pod.UID)
 	stopped, err := a.rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 	if err != nil {
 		return err

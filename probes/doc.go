@@ -30,7 +30,9 @@
 // shutdown is quiet (readiness goes on probing the terminating pod).
 // Unlike the kubelet, which creates the worker again on the next sync
 // (and it stops again), a stopped worker stays stopped until RemovePod
-// or CleanupPods forgets the pod.
+// or CleanupPods forgets the pod. StopLivenessAndStartup stops a pod's
+// liveness and startup workers before it is killed, as the kubelet does,
+// and leaves readiness probing through the grace period.
 //
 // Every change of result goes out on Updates; the agent turns readiness
 // and startup into the container's ready and started fields and the pod's

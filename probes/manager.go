@@ -238,6 +238,29 @@ func (m *Manager) RemovePod(uid types.UID) {
 	}
 }
 
+// StopLivenessAndStartup stops the pod's liveness and startup workers and
+// forgets their results, and leaves its readiness workers running, as the
+// kubelet does before it kills a pod: a container is not restarted for a
+// failed liveness probe while it is being stopped, and readiness still
+// turns the pod NotReady during the grace period. RemovePod stops the
+// rest once the pod's containers are gone; AddPod does not start the
+// stopped workers again.
+func (m *Manager) StopLivenessAndStartup(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for key, w := range m.workers {
+		if key.pod == uid && (key.typ == Liveness || key.typ == Startup) && !w.retired {
+			if w.stop != nil {
+				w.stop()
+			}
+			w.retired = true // known, so AddPod does not start it again
+			if byType := m.results[w.currentID()]; byType != nil {
+				delete(byType, key.typ)
+			}
+		}
+	}
+}
+
 // CleanupPods stops the workers of pods not in keep.
 func (m *Manager) CleanupPods(keep map[types.UID]bool) {
 	m.mu.Lock()

@@ -172,3 +172,43 @@ func TestUnknownFromTheProberIsFailure(t *testing.T) {
 		t.Errorf("after an Unknown probe: %+v, want failure", u)
 	}
 }
+
+// TestStopLivenessAndStartupKeepsReadiness checks the kubelet's order
+// when a pod is killed: liveness and startup stop before the kill (no
+// restart for a liveness failure during the grace period), readiness
+// keeps probing, so the pod can still turn NotReady, and AddPod does not
+// start the stopped workers again.
+func TestStopLivenessAndStartupKeepsReadiness(t *testing.T) {
+	e := newEnv(t)
+	e.w.running("fake://a", t0)
+	e.w.script(probes.Success)
+	p := pod(map[probes.Type]*v1.Probe{probes.Readiness: probe(10, 1, 1, 0), probes.Liveness: probe(10, 1, 1, 0)})
+	e.m.AddPod(p)
+	for i := 0; e.m.Readiness("fake://a") != probes.Success || e.m.Liveness("fake://a") != probes.Success; i++ {
+		if i == 10 {
+			t.Fatalf("readiness %v, liveness %v after 10 updates, want both Success", e.m.Readiness("fake://a"), e.m.Liveness("fake://a"))
+		}
+		e.next(10 * time.Second)
+	}
+	e.m.StopLivenessAndStartup(p.UID)
+	e.m.AddPod(p)
+	if n := e.m.Workers(); n != 1 {
+		t.Fatalf("%d workers after StopLivenessAndStartup and AddPod, want 1 (readiness)", n)
+	}
+	if r := e.m.Liveness("fake://a"); r != probes.Unknown {
+		t.Errorf("liveness result %v kept after its worker stopped, want Unknown", r)
+	}
+	e.drain()
+	e.w.script(probes.Failure)
+	u := e.next(10 * time.Second)
+	if u.Type != probes.Readiness || u.Result != probes.Failure {
+		t.Fatalf("update %+v, want readiness Failure while the pod terminates", u)
+	}
+	if got := e.drain(); len(got) != 0 {
+		t.Errorf("updates %v after readiness failed, want none (liveness is stopped)", got)
+	}
+	e.m.RemovePod(p.UID)
+	if n := e.m.Workers(); n != 0 {
+		t.Errorf("%d workers after RemovePod", n)
+	}
+}
