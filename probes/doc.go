@@ -18,7 +18,9 @@
 //   - after a liveness failure or a startup verdict the worker holds until
 //     the container restarts (a new container ID), then starts afresh;
 //   - a container that is not running reports Failure; a Prober's Unknown
-//     counts as Failure.
+//     counts as Failure; a probe that could not be run (the Prober
+//     returned an error) records an Unhealthy event and is thrown away,
+//     counting towards no threshold.
 //
 // A worker stops by itself, and forgets its result, as the kubelet's
 // does: when the pod's phase is Failed or Succeeded (checked before

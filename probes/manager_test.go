@@ -1,6 +1,7 @@
 package probes_test
 
 import (
+	"errors"
 	"context"
 	"fmt"
 	goruntime "runtime"
@@ -28,6 +29,7 @@ type world struct {
 	results []probes.Result // consumed one per probe; then the last repeats
 	calls   int
 	panics  int // the next probes that panic
+	errs    int // the next probes that cannot run (an error)
 	events  []string
 }
 
@@ -44,6 +46,10 @@ func (w *world) probe(_ context.Context, _ probes.Target, _ *v1.Probe, _ time.Du
 	if w.panics > 0 {
 		w.panics--
 		panic("scripted prober panic")
+	}
+	if w.errs > 0 {
+		w.errs--
+		return probes.Failure, "", errors.New("scripted prober error")
 	}
 	r := w.results[0]
 	if len(w.results) > 1 {

@@ -3,6 +3,7 @@ package probes_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,6 +171,48 @@ func TestUnknownFromTheProberIsFailure(t *testing.T) {
 	}
 	if u := e.next(10 * time.Second); u.Result != probes.Failure {
 		t.Errorf("after an Unknown probe: %+v, want failure", u)
+	}
+}
+
+// TestProbeErrorIsThrownAway checks the kubelet's rule for a probe that
+// could not be run: an Unhealthy event says it errored, and the round
+// counts towards no threshold, so two errors between two failures do
+// not break the run of failures, nor make one.
+func TestProbeErrorIsThrownAway(t *testing.T) {
+	e := newEnv(t)
+	e.w.running("fake://a", t0)
+	e.w.mu.Lock()
+	e.w.errs = 3
+	e.w.mu.Unlock()
+	e.w.script(probes.Failure)
+	e.m.AddPod(pod(map[probes.Type]*v1.Probe{probes.Liveness: probe(10, 2, 1, 0)}))
+	if u := e.next(10 * time.Second); u.Result != probes.Success {
+		t.Fatalf("first update %+v, want the initial success", u)
+	}
+	// Three errored rounds, then two failures: the failure threshold (2)
+	// is reached on the fifth probe, not the second.
+	for i := 0; i < 3; i++ {
+		e.clock.Step(10 * time.Second)
+		if got := e.drain(); len(got) != 0 {
+			t.Fatalf("probe %d: updates %v, want none", i+2, got)
+		}
+	}
+	if n := e.calls(); n != 4 {
+		t.Fatalf("%d probes run, want 4", n)
+	}
+	if u := e.next(10 * time.Second); u.Result != probes.Failure {
+		t.Errorf("after two failures: %+v, want failure", u)
+	}
+	e.w.mu.Lock()
+	defer e.w.mu.Unlock()
+	var errored int
+	for _, ev := range e.w.events {
+		if strings.Contains(ev, "Liveness probe errored and resulted in unknown state: scripted prober error") {
+			errored++
+		}
+	}
+	if errored != 3 {
+		t.Errorf("events %q: want 3 errored probes", e.w.events)
 	}
 }
 

@@ -178,17 +178,18 @@ func (w *worker) doProbe(ctx context.Context) (keepGoing bool) {
 		return true
 	}
 	if err != nil {
-		result, output = Failure, err.Error()
-	} else if result != Success {
+		// The probe could not be run (no runtime to exec in, a request
+		// that cannot be built, ...): as in the kubelet, an event says so
+		// and the round is thrown away, counting towards no threshold.
+		m.cfg.Events(pod, v1.EventTypeWarning, "Unhealthy", fmt.Sprintf("container %s: %s probe errored and resulted in unknown state: %v", w.container.Name, w.typ, err))
+		return true
+	}
+	if result != Success {
 		result = Failure // a Prober without a verdict fails, as in the kubelet
 	}
 	m.metrics.observe(pod, w.container.Name, w.typ, result, m.cfg.Clock.Since(start))
 	if result == Failure {
-		msg := fmt.Sprintf("%s probe failed: %s", w.typ, strings.TrimSpace(output))
-		if err != nil {
-			msg = fmt.Sprintf("%s probe errored: %s", w.typ, strings.TrimSpace(output))
-		}
-		m.cfg.Events(pod, v1.EventTypeWarning, "Unhealthy", fmt.Sprintf("container %s: %s", w.container.Name, msg))
+		m.cfg.Events(pod, v1.EventTypeWarning, "Unhealthy", fmt.Sprintf("container %s: %s probe failed: %s", w.container.Name, w.typ, strings.TrimSpace(output)))
 	}
 
 	if w.lastResult == result {
