@@ -61,8 +61,8 @@ type EventFunc = runtime.EventFunc
 // required; every other field's zero value is the documented default.
 type Config struct {
 	// RuntimeService and ImageService are the CRI services to drive:
-	// a *Client from Dial, a *fakecri.Runtime, or any other
-	// implementation.
+	// a *criclient.Client from criclient.Dial, a *fakecri.Runtime, or
+	// any other implementation.
 	RuntimeService criapi.RuntimeService
 	ImageService   criapi.ImageManagerService
 	// RuntimeHandler is the CRI runtime handler for sandboxes

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodekit/nodekit/internal/httpget"
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
 // Runtime implements runtime.Runtime on top of the CRI service interfaces.
@@ -72,7 +73,7 @@ func (r *Runtime) runtimeType(ctx context.Context) (string, error) {
 	}
 	v, err := r.rs.Version(ctx, "v1")
 	if err != nil {
-		return "", fmt.Errorf("cri: version: %w", wrap("Version", "", err))
+		return "", fmt.Errorf("cri: version: %w", criclient.Wrap("Version", "", err))
 	}
 	if v.GetRuntimeName() == "" {
 		return "", fmt.Errorf("cri: version: no runtime name: %w", runtime.ErrInvalidResponse)
@@ -85,7 +86,7 @@ func (r *Runtime) runtimeType(ctx context.Context) (string, error) {
 func (r *Runtime) Status(ctx context.Context) (*runtime.Status, error) {
 	resp, err := r.rs.Status(ctx, false)
 	if err != nil {
-		return nil, fmt.Errorf("cri: status: %w", wrap("Status", "", err))
+		return nil, fmt.Errorf("cri: status: %w", criclient.Wrap("Status", "", err))
 	}
 	out := &runtime.Status{}
 	for _, c := range resp.GetStatus().GetConditions() {
@@ -113,11 +114,11 @@ func (r *Runtime) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
 	}
 	sandboxes, err := r.rs.ListPodSandbox(ctx, sf)
 	if err != nil {
-		return nil, fmt.Errorf("cri: get pods: %w", wrap("ListPodSandbox", "", err))
+		return nil, fmt.Errorf("cri: get pods: %w", criclient.Wrap("ListPodSandbox", "", err))
 	}
 	containers, err := r.rs.ListContainers(ctx, cf)
 	if err != nil {
-		return nil, fmt.Errorf("cri: get pods: %w", wrap("ListContainers", "", err))
+		return nil, fmt.Errorf("cri: get pods: %w", criclient.Wrap("ListContainers", "", err))
 	}
 	pods := map[types.UID]*runtime.Pod{}
 	pod := func(l map[string]string) *runtime.Pod {
@@ -133,7 +134,7 @@ func (r *Runtime) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
 		if s.GetLabels()[LabelPodUID] == "" {
 			continue
 		}
-		c, err := fromSandbox(typ, s)
+		c, err := criclient.FromSandbox(typ, s)
 		if err != nil {
 			return nil, err
 		}
@@ -172,7 +173,7 @@ func (r *Runtime) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 	sel := map[string]string{LabelPodUID: string(uid)}
 	sandboxes, err := r.rs.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
 	if err != nil {
-		return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, wrap("ListPodSandbox", "", err))
+		return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, criclient.Wrap("ListPodSandbox", "", err))
 	}
 	sort.SliceStable(sandboxes, func(i, j int) bool {
 		a, b := sandboxes[i], sandboxes[j]
@@ -183,13 +184,13 @@ func (r *Runtime) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 	})
 	for i, s := range sandboxes {
 		resp, err := r.rs.PodSandboxStatus(ctx, s.GetId(), false)
-		if isNotFound(err) {
+		if criclient.IsNotFound(err) {
 			continue // removed since the list
 		}
 		if err != nil {
-			return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, wrap("PodSandboxStatus", s.GetId(), err))
+			return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, criclient.Wrap("PodSandboxStatus", s.GetId(), err))
 		}
-		st, err := fromSandboxStatus(resp.GetStatus())
+		st, err := criclient.FromSandboxStatus(resp.GetStatus())
 		if err != nil {
 			return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, err)
 		}
@@ -200,15 +201,15 @@ func (r *Runtime) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 	}
 	containers, err := r.rs.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
 	if err != nil {
-		return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, wrap("ListContainers", "", err))
+		return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, criclient.Wrap("ListContainers", "", err))
 	}
 	for _, c := range containers {
 		resp, err := r.rs.ContainerStatus(ctx, c.GetId(), false)
-		if isNotFound(err) {
+		if criclient.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, wrap("ContainerStatus", c.GetId(), err))
+			return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, criclient.Wrap("ContainerStatus", c.GetId(), err))
 		}
 		st, err := fromContainerStatus(typ, resp.GetStatus(), c.GetPodSandboxId())
 		if err != nil {

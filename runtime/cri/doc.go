@@ -1,16 +1,17 @@
-// Package cri connects nodekit to container runtimes through the CRI.
+// Package cri implements nodekit's pod-level runtime.Runtime over the
+// CRI: New returns a *Runtime that drives any implementation of the
+// standard k8s.io/cri-api/pkg/apis interfaces (RuntimeService,
+// ImageManagerService) with the kubelet's pod semantics: a
+// *criclient.Client dialled to containerd or CRI-O, an in-memory
+// *fakecri.Runtime, or cri-api's testing fakes.
 //
-// It has two halves:
-//
-//   - Dial returns a *Client, a CRI v1 client over gRPC on a unix socket
-//     that implements the standard k8s.io/cri-api/pkg/apis interfaces
-//     (RuntimeService, ImageManagerService) with per-call timeouts, the
-//     kubelet's 16 MiB message limit, a Version check at connect time, and
-//     errors that name the call and the object and classify with errors.Is
-//     (runtime.ErrNotFound, runtime.ErrUnavailable, ...).
-//   - New returns a *Runtime, nodekit's pod-level runtime.Runtime on top of
-//     any implementation of those interfaces: a *Client, an in-memory
-//     *fakecri.Runtime, or cri-api's testing fakes.
+// The gRPC client is package runtime/criclient (dial, per-call timeouts,
+// errors classified for errors.Is, conversion of CRI messages); this
+// package uses its Wrap and IsNotFound on the errors of whatever services
+// it is given, so they classify alike. Dial and Client are kept here as
+// a shorthand for criclient.Dial and criclient.Client, so code written
+// when the client lived in this package compiles unchanged; new code
+// imports criclient.
 //
 // # Pod sync
 //
@@ -182,15 +183,9 @@
 //   - Probes, eviction and volumes are separate packages; this one only
 //     consumes their results through ProbeResults and Volumes.
 //
-// # Why not k8s.io/cri-client
-//
-// The upstream CRI client pulls in component-base, OpenTelemetry and
-// klog's global logger, and returns bare gRPC status errors; Client is a
-// thin layer over the generated gRPC stubs that does neither.
-//
 // # Usage
 //
-//	client, err := cri.Dial(ctx, "unix:///run/containerd/containerd.sock")
+//	client, err := criclient.Dial(ctx, "unix:///run/containerd/containerd.sock")
 //	if err != nil { ... }
 //	defer client.Close(ctx)
 //	rt, err := cri.New(cri.Config{RuntimeService: client, ImageService: client})

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
 // Image waiting reasons, the kubelet's.
@@ -113,7 +114,7 @@ func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 func (r *Runtime) imageStatus(ctx context.Context, spec *runtimeapi.ImageSpec) (*runtimeapi.Image, error) {
 	st, err := r.is.ImageStatus(ctx, spec, false)
 	if err != nil {
-		return nil, fmt.Errorf("image status %q: %w", spec.GetImage(), wrap("ImageStatus", spec.GetImage(), err))
+		return nil, fmt.Errorf("image status %q: %w", spec.GetImage(), criclient.Wrap("ImageStatus", spec.GetImage(), err))
 	}
 	return st.GetImage(), nil
 }
@@ -146,9 +147,9 @@ func (r *Runtime) pull(ctx context.Context, spec *runtimeapi.ImageSpec, auths []
 		}
 		if ctx.Err() != nil {
 			// Cut off or cancelled: the other credentials would be too.
-			return fmt.Errorf("%w (%v)", context.Cause(ctx), wrap("PullImage", spec.GetImage(), err))
+			return fmt.Errorf("%w (%v)", context.Cause(ctx), criclient.Wrap("PullImage", spec.GetImage(), err))
 		}
-		errs = append(errs, wrap("PullImage", spec.GetImage(), err))
+		errs = append(errs, criclient.Wrap("PullImage", spec.GetImage(), err))
 	}
 	return errors.Join(errs...)
 }

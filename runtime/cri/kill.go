@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
 // minGracePeriod is the shortest grace period the spec can give a
@@ -86,8 +87,8 @@ func (r *Runtime) killPod(ctx context.Context, pod *v1.Pod, running *runtime.Pod
 		return fmt.Errorf("cri: kill pod %s: %w", running.FullName(), err)
 	}
 	for _, s := range running.Sandboxes {
-		if err := r.rs.StopPodSandbox(ctx, s.ID.ID); err != nil && !isNotFound(err) {
-			return fmt.Errorf("cri: kill pod %s: %w", running.FullName(), wrap("StopPodSandbox", s.ID.ID, err))
+		if err := r.rs.StopPodSandbox(ctx, s.ID.ID); err != nil && !criclient.IsNotFound(err) {
+			return fmt.Errorf("cri: kill pod %s: %w", running.FullName(), criclient.Wrap("StopPodSandbox", s.ID.ID, err))
 		}
 	}
 	r.log.V(2).Info("killed pod", "pod", running.FullName(), "podUID", running.ID)
@@ -250,8 +251,8 @@ func (r *Runtime) killContainer(ctx context.Context, pod *v1.Pod, id, name strin
 }
 
 func (r *Runtime) stopContainer(ctx context.Context, id, name string, grace int64) error {
-	if err := r.rs.StopContainer(ctx, id, grace); err != nil && !isNotFound(err) {
-		return fmt.Errorf("stop container %q: %w", name, wrap("StopContainer", id, err))
+	if err := r.rs.StopContainer(ctx, id, grace); err != nil && !criclient.IsNotFound(err) {
+		return fmt.Errorf("stop container %q: %w", name, criclient.Wrap("StopContainer", id, err))
 	}
 	return nil
 }

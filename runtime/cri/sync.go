@@ -12,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
 // The waiting reasons SyncPod reports, the kubelet's.
@@ -83,7 +84,7 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 		log.V(2).Info("created sandbox", "sandboxID", id, "attempt", a.Attempt)
 		sandboxID = id
 		if st, err := r.rs.PodSandboxStatus(ctx, id, false); err == nil {
-			if ss, err := fromSandboxStatus(st.GetStatus()); err == nil {
+			if ss, err := criclient.FromSandboxStatus(st.GetStatus()); err == nil {
 				podIPs = ss.IPs
 			}
 		}
@@ -123,7 +124,7 @@ func (r *Runtime) createSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxC
 		return "", fmt.Errorf("cri: create pod log directory: %w", err)
 	}
 	id, err := r.rs.RunPodSandbox(ctx, cfg, r.cfg.RuntimeHandler)
-	return id, wrap("RunPodSandbox", sandboxName(cfg), err)
+	return id, criclient.Wrap("RunPodSandbox", sandboxName(cfg), err)
 }
 
 // crashLoopKey keys the restart back-off by pod, container and whole-spec
@@ -183,13 +184,13 @@ func (r *Runtime) startContainer(ctx context.Context, pod *v1.Pod, s containerSp
 	}
 	id, err := r.rs.CreateContainer(ctx, sandboxID, cfg, sandboxConfig)
 	if err != nil {
-		err = wrap("CreateContainer", c.Name, err)
+		err = criclient.Wrap("CreateContainer", c.Name, err)
 		r.cfg.Events(pod, v1.EventTypeWarning, reasonFailed, "Error: "+err.Error())
 		return fail(ReasonCreateContainerError, err)
 	}
 	r.cfg.Events(pod, v1.EventTypeNormal, "Created", "Created "+s.kind+" "+c.Name)
 	if err := r.rs.StartContainer(ctx, id); err != nil {
-		err = wrap("StartContainer", id, err)
+		err = criclient.Wrap("StartContainer", id, err)
 		r.cfg.Events(pod, v1.EventTypeWarning, reasonFailed, "Error: "+err.Error())
 		return fail(ReasonRunContainerError, err)
 	}
