@@ -13,8 +13,10 @@ import (
 	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/internal/backoff"
 	"github.com/nodekit/nodekit/internal/httpget"
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri/images"
 	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
@@ -30,11 +32,9 @@ type Runtime struct {
 	cfg Config
 	log logr.Logger
 
-	crashBackoff *backoff
-	pullBackoff  *backoff
-	// pullSlots holds one token per pull under way.
-	pullSlots chan struct{}
-	hashes    *hashCache
+	crashBackoff *backoff.Tracker
+	images       ImageManager
+	hashes       *hashCache
 	// hookTransport serves every HTTP lifecycle hook.
 	hookTransport *http.Transport
 
@@ -45,19 +45,35 @@ type Runtime struct {
 
 var _ runtime.Runtime = (*Runtime)(nil)
 
-// New returns a Runtime over the services in cfg. It does no I/O.
+// New returns a Runtime over the services in cfg. It does no I/O and
+// starts no goroutine.
 func New(cfg Config) (*Runtime, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
+	}
+	im := cfg.Images
+	if im == nil {
+		m, err := images.New(images.Config{
+			Service:          cfg.ImageService,
+			Secrets:          cfg.Objects,
+			BackOff:          images.BackOff(cfg.ImagePullBackOff),
+			MaxParallelPulls: cfg.MaxParallelImagePulls,
+			PullTimeout:      cfg.ImagePullTimeout,
+			Clock:            cfg.Clock,
+			Events:           cfg.Events,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("cri: image manager: %w", err)
+		}
+		im = m
 	}
 	return &Runtime{
 		rs:            cfg.RuntimeService,
 		is:            cfg.ImageService,
 		cfg:           cfg,
 		log:           cfg.Logger,
-		crashBackoff:  newBackoff(cfg.CrashLoopBackOff, cfg.Clock),
-		pullBackoff:   newBackoff(cfg.ImagePullBackOff, cfg.Clock),
-		pullSlots:     make(chan struct{}, max(cfg.MaxParallelImagePulls, 1)),
+		crashBackoff:  backoff.New(backoff.Policy(cfg.CrashLoopBackOff), cfg.Clock),
+		images:        im,
 		hashes:        newHashCache(),
 		hookTransport: httpget.NewTransport(),
 	}, nil

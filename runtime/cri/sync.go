@@ -12,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri/images"
 	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
@@ -25,6 +26,18 @@ const (
 	ReasonCreateContainerConfigError = "CreateContainerConfigError"
 	ReasonCreateContainerError       = "CreateContainerError"
 	ReasonRunContainerError          = "RunContainerError"
+
+	// The image's waiting reasons, from the image manager.
+	ReasonErrImagePull      = images.ReasonErrImagePull
+	ReasonImagePullBackOff  = images.ReasonImagePullBackOff
+	ReasonErrImageNeverPull = images.ReasonErrImageNeverPull
+	ReasonInvalidImageName  = images.ReasonInvalidImageName
+)
+
+// Event reasons, the kubelet's.
+const (
+	reasonFailed  = "Failed"
+	reasonBackOff = "BackOff"
 )
 
 // SyncPod implements runtime.Runtime: it computes the pod's actions with
@@ -151,16 +164,16 @@ func (r *Runtime) startContainer(ctx context.Context, pod *v1.Pod, s containerSp
 	// the delay.
 	if dead := newestExited(status, c.Name); dead != nil {
 		key := crashLoopKey(pod, c)
-		if left := r.crashBackoff.remaining(key, dead.FinishedAt); left > 0 {
-			msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", r.crashBackoff.delay(key), c.Name, pod.Name, pod.Namespace, pod.UID)
+		if left := r.crashBackoff.Remaining(key, dead.FinishedAt); left > 0 {
+			msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", r.crashBackoff.Delay(key), c.Name, pod.Name, pod.Namespace, pod.UID)
 			r.cfg.Events(pod, v1.EventTypeWarning, reasonBackOff, "Back-off restarting failed container "+c.Name+" in pod "+pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")")
 			err := &runtime.BackOffError{Err: errors.New(msg), Until: r.cfg.Clock.Now().Add(left)}
 			return runtime.SyncStep{Action: runtime.ActionStartContainer, Target: c.Name, Err: err, Reason: ReasonCrashLoopBackOff, Message: msg}
 		}
-		r.crashBackoff.next(key, dead.FinishedAt)
+		r.crashBackoff.Next(key, dead.FinishedAt)
 	}
 
-	img, reason, err := r.ensureImage(ctx, pod, c, s.field, sandboxConfig)
+	img, reason, err := r.images.EnsureImage(ctx, pod, c, s.field, sandboxConfig)
 	if err != nil {
 		return fail(reason, err)
 	}
