@@ -50,7 +50,7 @@ type ImageManager interface {
 	// returns the container's waiting reason (ErrImagePull,
 	// ImagePullBackOff, ErrImageNeverPull, InvalidImageName, or any
 	// other the implementation chooses), which SyncPod reports. field
-	// names the container in errors ("spec.containers[0]"). It may block
+	// names the container in errors ("spec.containers[app]"). It may block
 	// until ctx ends and must be safe for concurrent use.
 	EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, field string, sandboxConfig *runtimeapi.PodSandboxConfig) (image *runtimeapi.Image, reason string, err error)
 }

@@ -41,16 +41,16 @@
 //     restart refused by the back-off fails its step with a
 //     *runtime.BackOffError that says when the back-off ends, so the pod
 //     workers retry the sync then.
-//   - Images: pull policy (Always for :latest or no tag, else
-//     IfNotPresent, unless the spec says), pull secrets of type
-//     kubernetes.io/dockerconfigjson or dockercfg turned into CRI auth
-//     matched by registry host (globs allowed) and path, ErrImagePull then
-//     ImagePullBackOff (10 s doubling to 5 min), ErrImageNeverPull,
-//     InvalidImageName; pulls serialized unless
-//     Config.MaxParallelImagePulls allows more. A pull ends when the
-//     caller's context does, and is cut off (ErrImagePull) after
-//     Config.ImagePullTimeout, 30 min by default, counted from when it
-//     gets its slot.
+//   - Images: before a container is created, Config.Images (by default
+//     the image manager of package runtime/cri/images) makes sure its
+//     image is present: pull policy (Always for :latest or no tag, else
+//     IfNotPresent, unless the spec says), pull secrets turned into CRI
+//     auth, ErrImagePull then ImagePullBackOff (10 s doubling to 5 min,
+//     Config.ImagePullBackOff), ErrImageNeverPull, InvalidImageName;
+//     pulls serialized unless Config.MaxParallelImagePulls allows more,
+//     ended with the caller's context and cut off after
+//     Config.ImagePullTimeout (30 min). The waiting reason it returns is
+//     the step's reason. See that package for the rules.
 //   - Container config: command and args with $(VAR) expansion ($$ is an
 //     escaped $; unknown names stay as written), env and envFrom from
 //     configMaps and secrets (Config.Objects; optional references), the
@@ -175,8 +175,7 @@
 //     when it creates the container anyway. A container that can write
 //     to the volume could still swap a directory for a symlink in between.
 //   - Image pulls have a total deadline (Config.ImagePullTimeout): the
-//     kubelet has none, and one hung pull would hold the node's only
-//     pull slot for good.
+//     kubelet has none (see runtime/cri/images).
 //   - An exec preStop hook gets the grace period as its exec timeout, so
 //     the runtime ends the command; the kubelet passes no timeout and
 //     only stops waiting for it.

@@ -72,7 +72,7 @@ func pullPolicy(c *v1.Container, named reference.Named) v1.PullPolicy {
 // EnsureImage makes sure the image of the pod's container c is present
 // according to its pull policy and returns the image as the runtime
 // describes it. field names the container in errors
-// ("spec.containers[0]"); sandboxConfig is passed on to PullImage.
+// ("spec.containers[app]"); sandboxConfig is passed on to PullImage.
 //
 // On failure it returns the container's waiting reason with the error:
 // InvalidImageName, ErrImageNeverPull, ErrImagePull, or ImagePullBackOff
