@@ -118,15 +118,21 @@ func (r *Runtime) Status(ctx context.Context) (*runtime.Status, error) {
 // the pod UID label were not created by a kubelet-like agent and are not
 // listed.
 func (r *Runtime) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error) {
-	typ, err := r.runtimeType(ctx)
-	if err != nil {
-		return nil, err
-	}
 	var sf *runtimeapi.PodSandboxFilter
 	var cf *runtimeapi.ContainerFilter
 	if !all {
 		sf = &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}}
 		cf = &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}
+	}
+	return r.listPods(ctx, sf, cf)
+}
+
+// listPods groups the sandboxes and containers the filters select by
+// their pod UID label.
+func (r *Runtime) listPods(ctx context.Context, sf *runtimeapi.PodSandboxFilter, cf *runtimeapi.ContainerFilter) ([]*runtime.Pod, error) {
+	typ, err := r.runtimeType(ctx)
+	if err != nil {
+		return nil, err
 	}
 	sandboxes, err := r.rs.ListPodSandbox(ctx, sf)
 	if err != nil {
