@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // Defaults of Config, the kubelet's except for the pull timeout.
@@ -69,10 +70,9 @@ type Config struct {
 	// clock.
 	Clock clock.Clock
 	// Events receives the events about pods (Pulling, Pulled, Failed,
-	// BackOff, ErrImageNeverPull, FailedToRetrieveImagePullSecret); typ
-	// is v1.EventTypeNormal or v1.EventTypeWarning. It must not block.
-	// Default: discard.
-	Events func(pod *v1.Pod, typ, reason, message string)
+	// BackOff, ErrImageNeverPull, FailedToRetrieveImagePullSecret). It
+	// must not block. Default: discard.
+	Events runtime.EventFunc
 }
 
 func (c *Config) defaults() error {
