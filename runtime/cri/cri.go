@@ -28,7 +28,6 @@ import (
 // All methods are safe for concurrent use for different pods.
 type Runtime struct {
 	rs  criapi.RuntimeService
-	is  criapi.ImageManagerService
 	cfg Config
 	log logr.Logger
 
@@ -43,7 +42,10 @@ type Runtime struct {
 	typ string
 }
 
-var _ runtime.Runtime = (*Runtime)(nil)
+var (
+	_ runtime.Runtime = (*Runtime)(nil)
+	_ ImageManager    = (*images.Manager)(nil)
+)
 
 // New returns a Runtime over the services in cfg. It does no I/O and
 // starts no goroutine.
@@ -69,7 +71,6 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	return &Runtime{
 		rs:            cfg.RuntimeService,
-		is:            cfg.ImageService,
 		cfg:           cfg,
 		log:           cfg.Logger,
 		crashBackoff:  backoff.New(backoff.Policy(cfg.CrashLoopBackOff), cfg.Clock),
