@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -30,13 +30,13 @@ func env(t *testing.T, key string) string {
 }
 
 // dialContainerd connects to the containerd that hack/e2e/up.sh started.
-func dialContainerd(t *testing.T) (*cri.Client, string) {
+func dialContainerd(t *testing.T) (*criclient.Client, string) {
 	t.Helper()
 	endpoint := env(t, "NODEKIT_E2E_ENDPOINT")
 	image := env(t, "NODEKIT_E2E_IMAGE")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := cri.Dial(ctx, endpoint)
+	c, err := criclient.Dial(ctx, endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
 // TestProbesOnContainerd runs the agent on the e2e containerd with two
@@ -138,7 +139,7 @@ spec:
 }
 
 // removePodsOf stops and removes every sandbox of the node's pods.
-func removePodsOf(t *testing.T, c *cri.Client, node string) {
+func removePodsOf(t *testing.T, c *criclient.Client, node string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	list, err := c.ListPodSandbox(ctx, nil)

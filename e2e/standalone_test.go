@@ -16,7 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
 // TestStandaloneAgentOnContainerd runs examples/standalone against the
@@ -185,7 +185,7 @@ func tail(s string, n int) string {
 
 // removeNodePods checks that the agent left the long-running pods'
 // sandboxes ready, as it should on exit, and removes the node's pods.
-func removeNodePods(t *testing.T, c *cri.Client, node string) {
+func removeNodePods(t *testing.T, c *criclient.Client, node string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	list, err := c.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}})

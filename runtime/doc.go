@@ -11,8 +11,8 @@
 //
 //   - runtime/cri: Runtime on top of the standard CRI service interfaces
 //     (k8s.io/cri-api/pkg/apis), so it works over a CRI socket
-//     (cri.Dial("unix:///run/containerd/containerd.sock")), over the in-memory
-//     runtime/fakecri, or over cri-api's own testing fakes.
+//     (runtime/criclient: criclient.Dial("unix:///run/containerd/containerd.sock")),
+//     over the in-memory runtime/fakecri, or over cri-api's own testing fakes.
 //   - runtime/fakecri: an in-memory CRI runtime; wrap it with runtime/cri to
 //     get a Runtime.
 //

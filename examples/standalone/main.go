@@ -31,7 +31,7 @@ import (
 
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/podsource"
-	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/criclient"
 	"github.com/nodekit/nodekit/runtime/fakecri"
 )
 
@@ -99,7 +99,7 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		fmt.Fprintln(out, "runtime: built-in fakecri")
 	} else {
 		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		client, err := cri.Dial(dctx, o.endpoint)
+		client, err := criclient.Dial(dctx, o.endpoint)
 		cancel()
 		if err != nil {
 			return err

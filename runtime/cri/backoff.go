@@ -1,10 +1,9 @@
 package cri
 
 import (
-	"sync"
 	"time"
 
-	"k8s.io/utils/clock"
+	"github.com/nodekit/nodekit/internal/backoff"
 )
 
 // BackOff configures an exponential back-off: Initial, doubling up to
@@ -18,106 +17,5 @@ type BackOff struct {
 }
 
 func (b BackOff) withDefaults(initial, max time.Duration) BackOff {
-	if b.Initial == 0 {
-		b.Initial = initial
-	}
-	if b.Max == 0 {
-		b.Max = max
-	}
-	if b.Reset == 0 {
-		b.Reset = 2 * b.Max
-	}
-	return b
-}
-
-// backoff tracks per-key delays, like client-go's flowcontrol.Backoff but
-// with the injected clock and no background goroutine: stale entries are
-// dropped as keys are touched.
-type backoff struct {
-	cfg   BackOff
-	clock clock.PassiveClock
-
-	// mu guards entries.
-	mu      sync.Mutex
-	entries map[string]*backoffEntry
-}
-
-type backoffEntry struct {
-	delay time.Duration
-	last  time.Time // when the last attempt after a failure was allowed
-}
-
-func newBackoff(cfg BackOff, clk clock.PassiveClock) *backoff {
-	return &backoff{cfg: cfg, clock: clk, entries: map[string]*backoffEntry{}}
-}
-
-// remaining returns how much of the back-off that a failure at ts (a
-// container's finish time) started is left now, or 0. A failure more than
-// Reset after the last allowed attempt (the container ran that long)
-// starts afresh.
-func (b *backoff) remaining(key string, ts time.Time) time.Duration {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	e := b.entries[key]
-	if e == nil || ts.Sub(e.last) > b.cfg.Reset {
-		return 0
-	}
-	return max(e.delay-b.clock.Since(ts), 0)
-}
-
-// remainingSinceUpdate returns how much of the back-off recorded by the
-// last next call is left now, or 0.
-func (b *backoff) remainingSinceUpdate(key string) time.Duration {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	e := b.entries[key]
-	if e == nil {
-		return 0
-	}
-	since := b.clock.Since(e.last)
-	if since > b.cfg.Reset {
-		return 0
-	}
-	return max(e.delay-since, 0)
-}
-
-// next records that an attempt after a failure at ts goes ahead now and
-// returns the delay the next failure will wait: Initial when the key is
-// new or the failure came more than Reset after the last attempt, else
-// double the last delay, up to Max.
-func (b *backoff) next(key string, ts time.Time) time.Duration {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	e := b.entries[key]
-	if e == nil || ts.Sub(e.last) > b.cfg.Reset {
-		e = &backoffEntry{delay: b.cfg.Initial}
-		b.entries[key] = e
-	} else {
-		e.delay = min(2*e.delay, b.cfg.Max)
-	}
-	e.last = b.clock.Now()
-	b.gcLocked(e.last)
-	return e.delay
-}
-
-// gcLocked drops entries that have been quiet for longer than Reset.
-func (b *backoff) gcLocked(now time.Time) {
-	if len(b.entries) < 64 {
-		return
-	}
-	for k, e := range b.entries {
-		if now.Sub(e.last) > b.cfg.Reset {
-			delete(b.entries, k)
-		}
-	}
-}
-
-// delay returns the key's current delay, or Initial when it has none.
-func (b *backoff) delay(key string) time.Duration {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if e := b.entries[key]; e != nil {
-		return e.delay
-	}
-	return b.cfg.Initial
+	return BackOff(backoff.Policy(b).WithDefaults(initial, max))
 }

@@ -10,9 +10,11 @@ import (
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	criapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri/images"
 )
 
 // Defaults of Config, the kubelet's.
@@ -25,14 +27,11 @@ const (
 	DefaultCrashLoopInitial = 10 * time.Second
 	DefaultCrashLoopMax     = 300 * time.Second
 	// Image-pull back-off: 10 s doubling to 5 min.
-	DefaultImagePullInitial = 10 * time.Second
-	DefaultImagePullMax     = 300 * time.Second
-	// DefaultImagePullTimeout bounds one image pull. The kubelet sets no
-	// bound (its runtime request timeout leaves pulls out, and containerd
-	// gives up on a pull that makes no progress for 5 min); 30 min lets a
-	// multi-gigabyte image through a slow link, and still frees the pull
-	// slot from a runtime that hangs.
-	DefaultImagePullTimeout = 30 * time.Minute
+	DefaultImagePullInitial = images.DefaultBackOffInitial
+	DefaultImagePullMax     = images.DefaultBackOffMax
+	// DefaultImagePullTimeout bounds one image pull: 30 min, where the
+	// kubelet sets no bound (see images.DefaultPullTimeout).
+	DefaultImagePullTimeout = images.DefaultPullTimeout
 )
 
 // ObjectGetter gives the runtime the configMaps and secrets that pods
@@ -41,6 +40,19 @@ const (
 type ObjectGetter interface {
 	GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
 	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
+}
+
+// ImageManager makes sure a container's image is present before the
+// container is created; *images.Manager is the default one.
+type ImageManager interface {
+	// EnsureImage returns the container's image as the runtime describes
+	// it, pulling it if its pull policy says so. On failure it also
+	// returns the container's waiting reason (ErrImagePull,
+	// ImagePullBackOff, ErrImageNeverPull, InvalidImageName, or any
+	// other the implementation chooses), which SyncPod reports. field
+	// names the container in errors ("spec.containers[app]"). It may block
+	// until ctx ends and must be safe for concurrent use.
+	EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, field string, sandboxConfig *runtimeapi.PodSandboxConfig) (image *runtimeapi.Image, reason string, err error)
 }
 
 // Volumes tells the runtime where a pod's volumes are on the host, so
@@ -61,8 +73,8 @@ type EventFunc = runtime.EventFunc
 // required; every other field's zero value is the documented default.
 type Config struct {
 	// RuntimeService and ImageService are the CRI services to drive:
-	// a *Client from Dial, a *fakecri.Runtime, or any other
-	// implementation.
+	// a *criclient.Client from criclient.Dial, a *fakecri.Runtime, or
+	// any other implementation.
 	RuntimeService criapi.RuntimeService
 	ImageService   criapi.ImageManagerService
 	// RuntimeHandler is the CRI runtime handler for sandboxes
@@ -88,6 +100,11 @@ type Config struct {
 	// Probes gives liveness and startup results. Nil: no probe ever
 	// fails, and sidecars count as started once running.
 	Probes ProbeResults
+
+	// Images pulls containers' images. Nil: an *images.Manager over
+	// ImageService, Objects (for pull secrets), Clock and Events, with
+	// the image settings below, which are otherwise ignored.
+	Images ImageManager
 
 	// CrashLoopBackOff and ImagePullBackOff are the restart and pull
 	// back-offs. Zero fields take the Default* values above.

@@ -1,63 +1,36 @@
 package cri
 
 import (
-	"fmt"
 	"strconv"
-	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
-// The conversions below check what the runtime answered: a missing
-// metadata block or an unknown state is an error naming the object and
-// wrapping runtime.ErrInvalidResponse, never a panic.
-
-func invalid(kind, id, format string, args ...any) error {
-	return fmt.Errorf("cri: %s %s: %s: %w", kind, id, fmt.Sprintf(format, args...), runtime.ErrInvalidResponse)
+// fromContainer converts a listed container, reading the kubelet's hash
+// from its annotations.
+func fromContainer(typ string, c *runtimeapi.Container) (*runtime.Container, error) {
+	out, err := criclient.FromContainer(typ, c)
+	if err != nil {
+		return nil, err
+	}
+	out.Hash = parseHash(c.GetAnnotations())
+	return out, nil
 }
 
-func containerState(s runtimeapi.ContainerState) (runtime.ContainerState, bool) {
-	switch s {
-	case runtimeapi.ContainerState_CONTAINER_CREATED:
-		return runtime.ContainerStateCreated, true
-	case runtimeapi.ContainerState_CONTAINER_RUNNING:
-		return runtime.ContainerStateRunning, true
-	case runtimeapi.ContainerState_CONTAINER_EXITED:
-		return runtime.ContainerStateExited, true
-	case runtimeapi.ContainerState_CONTAINER_UNKNOWN:
-		return runtime.ContainerStateUnknown, true
+// fromContainerStatus converts a container status, reading the kubelet's
+// hash and restart count from its annotations.
+func fromContainerStatus(typ string, s *runtimeapi.ContainerStatus, sandboxID string) (*runtime.ContainerStatus, error) {
+	out, err := criclient.FromContainerStatus(typ, s, sandboxID)
+	if err != nil {
+		return nil, err
 	}
-	return "", false
-}
-
-func sandboxState(s runtimeapi.PodSandboxState) (runtime.SandboxState, bool) {
-	switch s {
-	case runtimeapi.PodSandboxState_SANDBOX_READY:
-		return runtime.SandboxStateReady, true
-	case runtimeapi.PodSandboxState_SANDBOX_NOTREADY:
-		return runtime.SandboxStateNotReady, true
-	}
-	return "", false
-}
-
-func nsMode(m runtimeapi.NamespaceMode) runtime.NamespaceMode {
-	switch m {
-	case runtimeapi.NamespaceMode_NODE:
-		return runtime.NamespaceModeNode
-	case runtimeapi.NamespaceMode_CONTAINER:
-		return runtime.NamespaceModeContainer
-	}
-	return runtime.NamespaceModePod
-}
-
-func unixNano(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n)
+	a := s.GetAnnotations()
+	out.Hash = parseHash(a)
+	out.RestartCount, _ = strconv.Atoi(a[AnnotationRestartCount])
+	return out, nil
 }
 
 func parseHash(a map[string]string) uint64 {
@@ -65,117 +38,7 @@ func parseHash(a map[string]string) uint64 {
 	return h
 }
 
-func fromSandbox(typ string, s *runtimeapi.PodSandbox) (*runtime.Container, error) {
-	if s.GetId() == "" {
-		return nil, invalid("sandbox", "?", "no ID")
-	}
-	if s.GetMetadata() == nil {
-		return nil, invalid("sandbox", s.GetId(), "no metadata")
-	}
-	st, ok := sandboxState(s.GetState())
-	if !ok {
-		return nil, invalid("sandbox", s.GetId(), "unknown state %d", s.GetState())
-	}
-	cs := runtime.ContainerStateExited
-	if st == runtime.SandboxStateReady {
-		cs = runtime.ContainerStateRunning
-	}
-	return &runtime.Container{
-		ID:        runtime.ContainerID{Type: typ, ID: s.GetId()},
-		Name:      s.GetMetadata().GetName(),
-		State:     cs,
-		CreatedAt: unixNano(s.GetCreatedAt()),
-	}, nil
-}
-
-func fromContainer(typ string, c *runtimeapi.Container) (*runtime.Container, error) {
-	if c.GetId() == "" {
-		return nil, invalid("container", "?", "no ID")
-	}
-	if c.GetMetadata() == nil {
-		return nil, invalid("container", c.GetId(), "no metadata")
-	}
-	st, ok := containerState(c.GetState())
-	if !ok {
-		return nil, invalid("container", c.GetId(), "unknown state %d", c.GetState())
-	}
-	return &runtime.Container{
-		ID:        runtime.ContainerID{Type: typ, ID: c.GetId()},
-		Name:      c.GetMetadata().GetName(),
-		Image:     c.GetImage().GetImage(),
-		ImageRef:  c.GetImageRef(),
-		Hash:      parseHash(c.GetAnnotations()),
-		State:     st,
-		CreatedAt: unixNano(c.GetCreatedAt()),
-	}, nil
-}
-
-func fromSandboxStatus(s *runtimeapi.PodSandboxStatus) (*runtime.SandboxStatus, error) {
-	if s.GetId() == "" {
-		return nil, invalid("sandbox", "?", "status has no ID")
-	}
-	m := s.GetMetadata()
-	if m == nil {
-		return nil, invalid("sandbox", s.GetId(), "status has no metadata")
-	}
-	st, ok := sandboxState(s.GetState())
-	if !ok {
-		return nil, invalid("sandbox", s.GetId(), "unknown state %d", s.GetState())
-	}
-	out := &runtime.SandboxStatus{
-		ID:          s.GetId(),
-		Name:        m.GetName(),
-		Namespace:   m.GetNamespace(),
-		UID:         types.UID(m.GetUid()),
-		Attempt:     m.GetAttempt(),
-		State:       st,
-		CreatedAt:   unixNano(s.GetCreatedAt()),
-		NetworkMode: nsMode(s.GetLinux().GetNamespaces().GetOptions().GetNetwork()),
-		Labels:      s.GetLabels(),
-		Annotations: s.GetAnnotations(),
-	}
-	if ip := s.GetNetwork().GetIp(); ip != "" {
-		out.IPs = append(out.IPs, ip)
-	}
-	for _, ip := range s.GetNetwork().GetAdditionalIps() {
-		if ip.GetIp() != "" {
-			out.IPs = append(out.IPs, ip.GetIp())
-		}
-	}
-	return out, nil
-}
-
-func fromContainerStatus(typ string, s *runtimeapi.ContainerStatus, sandboxID string) (*runtime.ContainerStatus, error) {
-	if s.GetId() == "" {
-		return nil, invalid("container", "?", "status has no ID")
-	}
-	if s.GetMetadata() == nil {
-		return nil, invalid("container", s.GetId(), "status has no metadata")
-	}
-	st, ok := containerState(s.GetState())
-	if !ok {
-		return nil, invalid("container", s.GetId(), "unknown state %d", s.GetState())
-	}
-	a := s.GetAnnotations()
-	rc, _ := strconv.Atoi(a[AnnotationRestartCount])
-	return &runtime.ContainerStatus{
-		ID:           runtime.ContainerID{Type: typ, ID: s.GetId()},
-		Name:         s.GetMetadata().GetName(),
-		SandboxID:    sandboxID,
-		State:        st,
-		CreatedAt:    unixNano(s.GetCreatedAt()),
-		StartedAt:    unixNano(s.GetStartedAt()),
-		FinishedAt:   unixNano(s.GetFinishedAt()),
-		ExitCode:     int(s.GetExitCode()),
-		Image:        s.GetImage().GetImage(),
-		ImageRef:     s.GetImageRef(),
-		ImageID:      s.GetImageId(),
-		Hash:         parseHash(a),
-		RestartCount: rc,
-		Reason:       s.GetReason(),
-		Message:      s.GetMessage(),
-		LogPath:      s.GetLogPath(),
-		Labels:       s.GetLabels(),
-		Annotations:  a,
-	}, nil
+func sandboxName(cfg *runtimeapi.PodSandboxConfig) string {
+	m := cfg.GetMetadata()
+	return m.GetNamespace() + "/" + m.GetName()
 }

@@ -13,8 +13,11 @@ import (
 	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/internal/backoff"
 	"github.com/nodekit/nodekit/internal/httpget"
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri/images"
+	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
 // Runtime implements runtime.Runtime on top of the CRI service interfaces.
@@ -25,15 +28,12 @@ import (
 // All methods are safe for concurrent use for different pods.
 type Runtime struct {
 	rs  criapi.RuntimeService
-	is  criapi.ImageManagerService
 	cfg Config
 	log logr.Logger
 
-	crashBackoff *backoff
-	pullBackoff  *backoff
-	// pullSlots holds one token per pull under way.
-	pullSlots chan struct{}
-	hashes    *hashCache
+	crashBackoff *backoff.Tracker
+	images       ImageManager
+	hashes       *hashCache
 	// hookTransport serves every HTTP lifecycle hook.
 	hookTransport *http.Transport
 
@@ -42,21 +42,39 @@ type Runtime struct {
 	typ string
 }
 
-var _ runtime.Runtime = (*Runtime)(nil)
+var (
+	_ runtime.Runtime = (*Runtime)(nil)
+	_ ImageManager    = (*images.Manager)(nil)
+)
 
-// New returns a Runtime over the services in cfg. It does no I/O.
+// New returns a Runtime over the services in cfg. It does no I/O and
+// starts no goroutine.
 func New(cfg Config) (*Runtime, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
+	im := cfg.Images
+	if im == nil {
+		m, err := images.New(images.Config{
+			Service:          cfg.ImageService,
+			Secrets:          cfg.Objects,
+			BackOff:          images.BackOff(cfg.ImagePullBackOff),
+			MaxParallelPulls: cfg.MaxParallelImagePulls,
+			PullTimeout:      cfg.ImagePullTimeout,
+			Clock:            cfg.Clock,
+			Events:           cfg.Events,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("cri: image manager: %w", err)
+		}
+		im = m
+	}
 	return &Runtime{
 		rs:            cfg.RuntimeService,
-		is:            cfg.ImageService,
 		cfg:           cfg,
 		log:           cfg.Logger,
-		crashBackoff:  newBackoff(cfg.CrashLoopBackOff, cfg.Clock),
-		pullBackoff:   newBackoff(cfg.ImagePullBackOff, cfg.Clock),
-		pullSlots:     make(chan struct{}, max(cfg.MaxParallelImagePulls, 1)),
+		crashBackoff:  backoff.New(backoff.Policy(cfg.CrashLoopBackOff), cfg.Clock),
+		images:        im,
 		hashes:        newHashCache(),
 		hookTransport: httpget.NewTransport(),
 	}, nil
@@ -72,7 +90,7 @@ func (r *Runtime) runtimeType(ctx context.Context) (string, error) {
 	}
 	v, err := r.rs.Version(ctx, "v1")
 	if err != nil {
-		return "", fmt.Errorf("cri: version: %w", wrap("Version", "", err))
+		return "", fmt.Errorf("cri: version: %w", criclient.Wrap("Version", "", err))
 	}
 	if v.GetRuntimeName() == "" {
 		return "", fmt.Errorf("cri: version: no runtime name: %w", runtime.ErrInvalidResponse)
@@ -85,7 +103,7 @@ func (r *Runtime) runtimeType(ctx context.Context) (string, error) {
 func (r *Runtime) Status(ctx context.Context) (*runtime.Status, error) {
 	resp, err := r.rs.Status(ctx, false)
 	if err != nil {
-		return nil, fmt.Errorf("cri: status: %w", wrap("Status", "", err))
+		return nil, fmt.Errorf("cri: status: %w", criclient.Wrap("Status", "", err))
 	}
 	out := &runtime.Status{}
 	for _, c := range resp.GetStatus().GetConditions() {
@@ -101,23 +119,29 @@ func (r *Runtime) Status(ctx context.Context) (*runtime.Status, error) {
 // the pod UID label were not created by a kubelet-like agent and are not
 // listed.
 func (r *Runtime) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error) {
-	typ, err := r.runtimeType(ctx)
-	if err != nil {
-		return nil, err
-	}
 	var sf *runtimeapi.PodSandboxFilter
 	var cf *runtimeapi.ContainerFilter
 	if !all {
 		sf = &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}}
 		cf = &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}
 	}
+	return r.listPods(ctx, sf, cf)
+}
+
+// listPods groups the sandboxes and containers the filters select by
+// their pod UID label.
+func (r *Runtime) listPods(ctx context.Context, sf *runtimeapi.PodSandboxFilter, cf *runtimeapi.ContainerFilter) ([]*runtime.Pod, error) {
+	typ, err := r.runtimeType(ctx)
+	if err != nil {
+		return nil, err
+	}
 	sandboxes, err := r.rs.ListPodSandbox(ctx, sf)
 	if err != nil {
-		return nil, fmt.Errorf("cri: get pods: %w", wrap("ListPodSandbox", "", err))
+		return nil, fmt.Errorf("cri: get pods: %w", criclient.Wrap("ListPodSandbox", "", err))
 	}
 	containers, err := r.rs.ListContainers(ctx, cf)
 	if err != nil {
-		return nil, fmt.Errorf("cri: get pods: %w", wrap("ListContainers", "", err))
+		return nil, fmt.Errorf("cri: get pods: %w", criclient.Wrap("ListContainers", "", err))
 	}
 	pods := map[types.UID]*runtime.Pod{}
 	pod := func(l map[string]string) *runtime.Pod {
@@ -133,7 +157,7 @@ func (r *Runtime) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
 		if s.GetLabels()[LabelPodUID] == "" {
 			continue
 		}
-		c, err := fromSandbox(typ, s)
+		c, err := criclient.FromSandbox(typ, s)
 		if err != nil {
 			return nil, err
 		}
@@ -172,7 +196,7 @@ func (r *Runtime) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 	sel := map[string]string{LabelPodUID: string(uid)}
 	sandboxes, err := r.rs.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
 	if err != nil {
-		return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, wrap("ListPodSandbox", "", err))
+		return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, criclient.Wrap("ListPodSandbox", "", err))
 	}
 	sort.SliceStable(sandboxes, func(i, j int) bool {
 		a, b := sandboxes[i], sandboxes[j]
@@ -183,13 +207,13 @@ func (r *Runtime) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 	})
 	for i, s := range sandboxes {
 		resp, err := r.rs.PodSandboxStatus(ctx, s.GetId(), false)
-		if isNotFound(err) {
+		if criclient.IsNotFound(err) {
 			continue // removed since the list
 		}
 		if err != nil {
-			return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, wrap("PodSandboxStatus", s.GetId(), err))
+			return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, criclient.Wrap("PodSandboxStatus", s.GetId(), err))
 		}
-		st, err := fromSandboxStatus(resp.GetStatus())
+		st, err := criclient.FromSandboxStatus(resp.GetStatus())
 		if err != nil {
 			return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, err)
 		}
@@ -200,15 +224,15 @@ func (r *Runtime) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 	}
 	containers, err := r.rs.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
 	if err != nil {
-		return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, wrap("ListContainers", "", err))
+		return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, criclient.Wrap("ListContainers", "", err))
 	}
 	for _, c := range containers {
 		resp, err := r.rs.ContainerStatus(ctx, c.GetId(), false)
-		if isNotFound(err) {
+		if criclient.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, wrap("ContainerStatus", c.GetId(), err))
+			return nil, fmt.Errorf("cri: pod %s/%s status: %w", namespace, name, criclient.Wrap("ContainerStatus", c.GetId(), err))
 		}
 		st, err := fromContainerStatus(typ, resp.GetStatus(), c.GetPodSandboxId())
 		if err != nil {

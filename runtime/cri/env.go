@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -12,6 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // envList is an ordered environment in which a later definition of a name
@@ -305,3 +308,5 @@ func findContainer(pod *v1.Pod, name string) *v1.Container {
 	}
 	return nil
 }
+
+func isNotFoundObject(err error) bool { return errors.Is(err, runtime.ErrNotFound) }

@@ -13,6 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
 var _ runtime.GarbageCollector = (*Runtime)(nil)
@@ -38,7 +39,7 @@ type deadContainer struct {
 func (r *Runtime) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, podGone func(types.UID) bool) error {
 	containers, err := r.rs.ListContainers(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("cri: garbage collect: %w", wrap("ListContainers", "", err))
+		return fmt.Errorf("cri: garbage collect: %w", criclient.Wrap("ListContainers", "", err))
 	}
 	now := r.cfg.Clock.Now().UnixNano()
 	units := map[string][]deadContainer{}
@@ -128,8 +129,8 @@ func (r *Runtime) removeContainer(ctx context.Context, id string) error {
 			}
 		}
 	}
-	if err := r.rs.RemoveContainer(ctx, id); err != nil && !isNotFound(err) {
-		return fmt.Errorf("cri: garbage collect: %w", wrap("RemoveContainer", id, err))
+	if err := r.rs.RemoveContainer(ctx, id); err != nil && !criclient.IsNotFound(err) {
+		return fmt.Errorf("cri: garbage collect: %w", criclient.Wrap("RemoveContainer", id, err))
 	}
 	return nil
 }
@@ -137,7 +138,7 @@ func (r *Runtime) removeContainer(ctx context.Context, id string) error {
 func (r *Runtime) gcSandboxes(ctx context.Context, live map[string]int, podGone func(types.UID) bool) error {
 	sandboxes, err := r.rs.ListPodSandbox(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("cri: garbage collect: %w", wrap("ListPodSandbox", "", err))
+		return fmt.Errorf("cri: garbage collect: %w", criclient.Wrap("ListPodSandbox", "", err))
 	}
 	byPod := map[types.UID][]*runtimeapi.PodSandbox{}
 	for _, s := range sandboxes {
@@ -157,8 +158,8 @@ func (r *Runtime) gcSandboxes(ctx context.Context, live map[string]int, podGone 
 			if (!gone && i == 0) || s.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY || live[s.GetId()] > 0 {
 				continue
 			}
-			if err := r.rs.RemovePodSandbox(ctx, s.GetId()); err != nil && !isNotFound(err) {
-				errs = append(errs, fmt.Errorf("cri: garbage collect: %w", wrap("RemovePodSandbox", s.GetId(), err)))
+			if err := r.rs.RemovePodSandbox(ctx, s.GetId()); err != nil && !criclient.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("cri: garbage collect: %w", criclient.Wrap("RemovePodSandbox", s.GetId(), err)))
 				continue
 			}
 			left--

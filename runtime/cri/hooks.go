@@ -20,6 +20,7 @@ import (
 	"github.com/nodekit/nodekit/internal/httpget"
 	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
 // Hook reasons, the kubelet's.
@@ -115,7 +116,7 @@ func (r *Runtime) handle(ctx context.Context, pod *v1.Pod, c *v1.Container, cont
 			return fmt.Errorf("command %q exited with %d: %s", strings.Join(h.Exec.Command, " "), exitErr.ExitStatus(), strings.TrimSpace(string(stdout)+string(stderr)))
 		}
 		if err != nil {
-			return fmt.Errorf("command %q: %w", strings.Join(h.Exec.Command, " "), wrap("ExecSync", containerID, err))
+			return fmt.Errorf("command %q: %w", strings.Join(h.Exec.Command, " "), criclient.Wrap("ExecSync", containerID, err))
 		}
 		return nil
 	case h.HTTPGet != nil:
@@ -219,7 +220,7 @@ func (r *Runtime) httpHook(ctx context.Context, pod *v1.Pod, c *v1.Container, co
 func (r *Runtime) recordedTarget(ctx context.Context, c *v1.Container, containerID string) (hookTarget, error) {
 	resp, err := r.rs.ContainerStatus(ctx, containerID, false)
 	if err != nil {
-		return hookTarget{}, fmt.Errorf("HTTP lifecycle hook: %w", wrap("ContainerStatus", containerID, err))
+		return hookTarget{}, fmt.Errorf("HTTP lifecycle hook: %w", criclient.Wrap("ContainerStatus", containerID, err))
 	}
 	st := resp.GetStatus()
 	restored := &v1.Container{Name: c.Name}
@@ -242,7 +243,7 @@ func (r *Runtime) sandboxIPs(ctx context.Context, uid types.UID) ([]string, bool
 		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("HTTP lifecycle hook: %w", wrap("ListPodSandbox", string(uid), err))
+		return nil, false, fmt.Errorf("HTTP lifecycle hook: %w", criclient.Wrap("ListPodSandbox", string(uid), err))
 	}
 	if len(list) == 0 {
 		return nil, false, nil
@@ -250,9 +251,9 @@ func (r *Runtime) sandboxIPs(ctx context.Context, uid types.UID) ([]string, bool
 	sort.Slice(list, func(i, j int) bool { return list[i].GetCreatedAt() > list[j].GetCreatedAt() })
 	resp, err := r.rs.PodSandboxStatus(ctx, list[0].GetId(), false)
 	if err != nil {
-		return nil, false, fmt.Errorf("HTTP lifecycle hook: %w", wrap("PodSandboxStatus", list[0].GetId(), err))
+		return nil, false, fmt.Errorf("HTTP lifecycle hook: %w", criclient.Wrap("PodSandboxStatus", list[0].GetId(), err))
 	}
-	st, err := fromSandboxStatus(resp.GetStatus())
+	st, err := criclient.FromSandboxStatus(resp.GetStatus())
 	if err != nil {
 		return nil, false, fmt.Errorf("HTTP lifecycle hook: %w", err)
 	}

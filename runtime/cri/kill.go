@@ -11,9 +11,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
 // minGracePeriod is the shortest grace period the spec can give a
@@ -28,7 +30,8 @@ const minGracePeriod = 2
 // is stopped with what is left (whole seconds, at least 2), so sidecars
 // outlive what they serve within one grace period. Then every sandbox is
 // stopped. When runningPod is nil the pod's sandboxes and containers are
-// looked up by the pod's UID.
+// looked up by the pod's UID: the list calls filter on its pod UID label,
+// so the runtime returns that pod's objects only.
 func (r *Runtime) KillPod(ctx context.Context, pod *v1.Pod, runningPod *runtime.Pod, gracePeriodOverride *int64) error {
 	if runningPod == nil {
 		if pod == nil {
@@ -43,8 +46,12 @@ func (r *Runtime) KillPod(ctx context.Context, pod *v1.Pod, runningPod *runtime.
 	return r.killPod(ctx, pod, runningPod, gracePeriodOverride)
 }
 
+// findPod lists the sandboxes and containers that carry the pod's UID
+// label, and only those: the runtime filters them, so killing each of
+// many pods does not list every pod on the node each time.
 func (r *Runtime) findPod(ctx context.Context, uid types.UID) (*runtime.Pod, error) {
-	pods, err := r.GetPods(ctx, true)
+	sel := map[string]string{LabelPodUID: string(uid)}
+	pods, err := r.listPods(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel}, &runtimeapi.ContainerFilter{LabelSelector: sel})
 	if err != nil {
 		return nil, err
 	}
@@ -86,8 +93,8 @@ func (r *Runtime) killPod(ctx context.Context, pod *v1.Pod, running *runtime.Pod
 		return fmt.Errorf("cri: kill pod %s: %w", running.FullName(), err)
 	}
 	for _, s := range running.Sandboxes {
-		if err := r.rs.StopPodSandbox(ctx, s.ID.ID); err != nil && !isNotFound(err) {
-			return fmt.Errorf("cri: kill pod %s: %w", running.FullName(), wrap("StopPodSandbox", s.ID.ID, err))
+		if err := r.rs.StopPodSandbox(ctx, s.ID.ID); err != nil && !criclient.IsNotFound(err) {
+			return fmt.Errorf("cri: kill pod %s: %w", running.FullName(), criclient.Wrap("StopPodSandbox", s.ID.ID, err))
 		}
 	}
 	r.log.V(2).Info("killed pod", "pod", running.FullName(), "podUID", running.ID)
@@ -250,8 +257,8 @@ func (r *Runtime) killContainer(ctx context.Context, pod *v1.Pod, id, name strin
 }
 
 func (r *Runtime) stopContainer(ctx context.Context, id, name string, grace int64) error {
-	if err := r.rs.StopContainer(ctx, id, grace); err != nil && !isNotFound(err) {
-		return fmt.Errorf("stop container %q: %w", name, wrap("StopContainer", id, err))
+	if err := r.rs.StopContainer(ctx, id, grace); err != nil && !criclient.IsNotFound(err) {
+		return fmt.Errorf("stop container %q: %w", name, criclient.Wrap("StopContainer", id, err))
 	}
 	return nil
 }

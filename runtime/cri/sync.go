@@ -12,6 +12,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri/images"
+	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
 // The waiting reasons SyncPod reports, the kubelet's.
@@ -24,6 +26,18 @@ const (
 	ReasonCreateContainerConfigError = "CreateContainerConfigError"
 	ReasonCreateContainerError       = "CreateContainerError"
 	ReasonRunContainerError          = "RunContainerError"
+
+	// The image's waiting reasons, from the image manager.
+	ReasonErrImagePull      = images.ReasonErrImagePull
+	ReasonImagePullBackOff  = images.ReasonImagePullBackOff
+	ReasonErrImageNeverPull = images.ReasonErrImageNeverPull
+	ReasonInvalidImageName  = images.ReasonInvalidImageName
+)
+
+// Event reasons, the kubelet's.
+const (
+	reasonFailed  = "Failed"
+	reasonBackOff = "BackOff"
 )
 
 // SyncPod implements runtime.Runtime: it computes the pod's actions with
@@ -83,7 +97,7 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 		log.V(2).Info("created sandbox", "sandboxID", id, "attempt", a.Attempt)
 		sandboxID = id
 		if st, err := r.rs.PodSandboxStatus(ctx, id, false); err == nil {
-			if ss, err := fromSandboxStatus(st.GetStatus()); err == nil {
+			if ss, err := criclient.FromSandboxStatus(st.GetStatus()); err == nil {
 				podIPs = ss.IPs
 			}
 		}
@@ -123,7 +137,7 @@ func (r *Runtime) createSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxC
 		return "", fmt.Errorf("cri: create pod log directory: %w", err)
 	}
 	id, err := r.rs.RunPodSandbox(ctx, cfg, r.cfg.RuntimeHandler)
-	return id, wrap("RunPodSandbox", sandboxName(cfg), err)
+	return id, criclient.Wrap("RunPodSandbox", sandboxName(cfg), err)
 }
 
 // crashLoopKey keys the restart back-off by pod, container and whole-spec
@@ -150,16 +164,16 @@ func (r *Runtime) startContainer(ctx context.Context, pod *v1.Pod, s containerSp
 	// the delay.
 	if dead := newestExited(status, c.Name); dead != nil {
 		key := crashLoopKey(pod, c)
-		if left := r.crashBackoff.remaining(key, dead.FinishedAt); left > 0 {
-			msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", r.crashBackoff.delay(key), c.Name, pod.Name, pod.Namespace, pod.UID)
+		if left := r.crashBackoff.Remaining(key, dead.FinishedAt); left > 0 {
+			msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", r.crashBackoff.Delay(key), c.Name, pod.Name, pod.Namespace, pod.UID)
 			r.cfg.Events(pod, v1.EventTypeWarning, reasonBackOff, "Back-off restarting failed container "+c.Name+" in pod "+pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")")
 			err := &runtime.BackOffError{Err: errors.New(msg), Until: r.cfg.Clock.Now().Add(left)}
 			return runtime.SyncStep{Action: runtime.ActionStartContainer, Target: c.Name, Err: err, Reason: ReasonCrashLoopBackOff, Message: msg}
 		}
-		r.crashBackoff.next(key, dead.FinishedAt)
+		r.crashBackoff.Next(key, dead.FinishedAt)
 	}
 
-	img, reason, err := r.ensureImage(ctx, pod, c, s.field, sandboxConfig)
+	img, reason, err := r.images.EnsureImage(ctx, pod, c, s.field, sandboxConfig)
 	if err != nil {
 		return fail(reason, err)
 	}
@@ -183,13 +197,13 @@ func (r *Runtime) startContainer(ctx context.Context, pod *v1.Pod, s containerSp
 	}
 	id, err := r.rs.CreateContainer(ctx, sandboxID, cfg, sandboxConfig)
 	if err != nil {
-		err = wrap("CreateContainer", c.Name, err)
+		err = criclient.Wrap("CreateContainer", c.Name, err)
 		r.cfg.Events(pod, v1.EventTypeWarning, reasonFailed, "Error: "+err.Error())
 		return fail(ReasonCreateContainerError, err)
 	}
 	r.cfg.Events(pod, v1.EventTypeNormal, "Created", "Created "+s.kind+" "+c.Name)
 	if err := r.rs.StartContainer(ctx, id); err != nil {
-		err = wrap("StartContainer", id, err)
+		err = criclient.Wrap("StartContainer", id, err)
 		r.cfg.Events(pod, v1.EventTypeWarning, reasonFailed, "Error: "+err.Error())
 		return fail(ReasonRunContainerError, err)
 	}

@@ -3,7 +3,6 @@ package cri_test
 import (
 	"context"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -44,71 +43,6 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 	var zero T
 	return zero
-}
-
-// slowPulls is a Runtime over a fakecri whose pulls for the pod take an
-// hour on the fake's own clock, which the test never steps: only the
-// Runtime's clock decides when the pull is given up.
-func slowPulls(t *testing.T, timeout time.Duration) (*cri.Runtime, *clocktesting.FakeClock, *v1.Pod) {
-	t.Helper()
-	fake, err := fakecri.New(fakecri.Config{Clock: clocktesting.NewFakeClock(t0), Images: []string{"busybox:1.36"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := clocktesting.NewFakeClock(t0)
-	rt, err := cri.New(cri.Config{RuntimeService: fake, ImageService: fake, PodLogsDir: t.TempDir(), PodsDir: t.TempDir(), Clock: clk, ImagePullTimeout: timeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod := testPod(v1.RestartPolicyAlways, nil, "app")
-	pod.Annotations = map[string]string{fakecri.AnnotationPullDelay: "1h"}
-	pod.Spec.Containers[0].Image = "nodekit.test/slow:1"
-	return rt, clk, pod
-}
-
-func TestHungPullIsCutOffAtTheDeadline(t *testing.T) {
-	rt, clk, pod := slowPulls(t, time.Minute)
-	done := make(chan *runtime.SyncResult, 1)
-	go func() { done <- rt.SyncPod(context.Background(), pod, nil) }()
-	waitForWaiters(t, clk, "the pull deadline")
-	clk.Step(59 * time.Second)
-	select {
-	case res := <-done:
-		t.Fatalf("the pull ended before its deadline: %v", res.Steps)
-	default:
-	}
-	clk.Step(time.Second)
-	res := receive(t, done, "SyncPod with a hung pull")
-	s := lastStep(res, "app")
-	if s == nil || s.Reason != cri.ReasonErrImagePull || !strings.Contains(s.Message, "did not finish within 1m0s") {
-		t.Errorf("step %+v, want ErrImagePull saying the pull was cut off after 1m", s)
-	}
-}
-
-func TestPullEndsWithTheCallersContext(t *testing.T) {
-	rt, _, pod := slowPulls(t, -1) // no deadline: only the context ends it
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan *runtime.SyncResult, 1)
-	go func() { done <- rt.SyncPod(ctx, pod, nil) }()
-	cancel()
-	res := receive(t, done, "SyncPod with a cancelled context")
-	if s := lastStep(res, "app"); s == nil || s.Err == nil {
-		t.Errorf("steps %+v, want the pull to fail", res.Steps)
-	}
-}
-
-func TestImagePullTimeoutDefault(t *testing.T) {
-	if cri.DefaultImagePullTimeout != 30*time.Minute {
-		t.Errorf("DefaultImagePullTimeout %s, want the documented 30m", cri.DefaultImagePullTimeout)
-	}
-	rt, clk, pod := slowPulls(t, 0)
-	done := make(chan *runtime.SyncResult, 1)
-	go func() { done <- rt.SyncPod(context.Background(), pod, nil) }()
-	waitForWaiters(t, clk, "the default pull deadline")
-	clk.Step(cri.DefaultImagePullTimeout)
-	if s := lastStep(receive(t, done, "SyncPod"), "app"); s == nil || !strings.Contains(s.Message, "within 30m0s") {
-		t.Errorf("step %+v, want the pull cut off after the default 30m", s)
-	}
 }
 
 func TestHungExecPreStopIsCutOffAtTheGracePeriod(t *testing.T) {

@@ -4,7 +4,7 @@
 // for a real runtime under nodekit.
 //
 // nodekit runs the same suite against runtime/fakecri in process, against
-// fakecri served over gRPC and reached through runtime/cri.Dial, and
+// fakecri served over gRPC and reached through runtime/criclient.Dial, and
 // against a real containerd + runc in the end-to-end run. fakecri is only
 // trustworthy as a stand-in because it passes what containerd passes.
 //

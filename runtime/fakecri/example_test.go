@@ -8,7 +8,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/criclient"
 	"github.com/nodekit/nodekit/runtime/fakecri"
 )
 
@@ -53,7 +53,7 @@ func ExampleServer() {
 	served := make(chan error, 1)
 	go func() { served <- fakecri.NewServer(rt, rt).Serve(ctx, lis) }()
 
-	client, err := cri.Dial(ctx, endpoint)
+	client, err := criclient.Dial(ctx, endpoint)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -1,4 +1,4 @@
-package cri
+package criclient
 
 import (
 	"context"
@@ -98,9 +98,14 @@ func (e *Error) GRPCStatus() *status.Status {
 	return st
 }
 
-// wrap turns a transport error into an *Error; nil stays nil. Context
-// errors from the caller's side become the matching gRPC codes.
-func wrap(op, id string, err error) error {
+// Wrap turns the error of the CRI call op about the object id into an
+// *Error; nil stays nil. It is for errors of any RuntimeService or
+// ImageManagerService implementation, so that an in-process one (a
+// *fakecri.Runtime returning plain gRPC status errors) classifies as
+// *Client does. An *Error is returned as it is; a context error becomes
+// the matching gRPC code; any other error without a gRPC status is
+// wrapped with the op and id in its message, but not classified.
+func Wrap(op, id string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -118,8 +123,10 @@ func wrap(op, id string, err error) error {
 	return &Error{Op: op, ID: id, Err: err}
 }
 
-// isNotFound classifies errors of services that return plain gRPC status
-// errors (in-process implementations) as well as *Error.
-func isNotFound(err error) bool {
+// IsNotFound reports whether err says the object is gone: an error
+// matching runtime.ErrNotFound (an *Error with code NotFound among them)
+// or a plain gRPC status error with code NotFound, as in-process
+// implementations return.
+func IsNotFound(err error) bool {
 	return errors.Is(err, runtime.ErrNotFound) || status.Code(err) == codes.NotFound
 }

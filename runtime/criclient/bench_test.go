@@ -1,4 +1,4 @@
-package cri_test
+package criclient_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 // BenchmarkPodStartOverGRPC measures one pod start (RunPodSandbox,
 // CreateContainer, StartContainer) against fakecri served on a unix
-// socket, through cri.Client.
+// socket, through criclient.Client.
 func BenchmarkPodStartOverGRPC(b *testing.B) {
 	ctx := context.Background()
 	_, c := serveFake(b, fakecri.Config{Images: []string{"busybox:1.36"}, PodCIDR: "127.0.0.0/8"})
@@ -38,7 +38,7 @@ func BenchmarkPodStartOverGRPC(b *testing.B) {
 	}
 }
 
-// BenchmarkCallOverhead compares the same calls made through cri.Client
+// BenchmarkCallOverhead compares the same calls made through criclient.Client
 // and through the raw generated gRPC client on the same connection kind,
 // so the difference is what Client adds (timeout context, error
 // wrapping, response checks).

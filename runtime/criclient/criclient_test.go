@@ -1,4 +1,4 @@
-package cri_test
+package criclient_test
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/nodekit/nodekit/runtime"
-	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/criclient"
 	"github.com/nodekit/nodekit/runtime/fakecri"
 )
 
@@ -78,7 +78,7 @@ func TestDialErrorsNameTheEndpoint(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
-			c, err := cri.Dial(context.Background(), tc.endpoint, cri.WithConnectTimeout(500*time.Millisecond))
+			c, err := criclient.Dial(context.Background(), tc.endpoint, criclient.WithConnectTimeout(500*time.Millisecond))
 			if err == nil {
 				c.Close(context.Background())
 				t.Fatal("Dial succeeded")
@@ -102,9 +102,9 @@ func TestClientErrorClasses(t *testing.T) {
 	if !errors.Is(err, runtime.ErrNotFound) || status.Code(err) != codes.NotFound {
 		t.Errorf("ContainerStatus of an unknown ID: %v, want ErrNotFound with code NotFound", err)
 	}
-	var ce *cri.Error
+	var ce *criclient.Error
 	if !errors.As(err, &ce) || ce.Op != "ContainerStatus" || ce.ID != missing {
-		t.Errorf("error %#v, want a *cri.Error naming the op and ID", err)
+		t.Errorf("error %#v, want a *criclient.Error naming the op and ID", err)
 	}
 
 	fake.InjectError("Status", status.Error(codes.Unavailable, "shutting down"))
@@ -197,7 +197,7 @@ func TestClientEventsUnimplemented(t *testing.T) {
 	runtimeapi.RegisterRuntimeServiceServer(g, eventlessServer{})
 	go func() { _ = g.Serve(lis) }()
 	defer g.Stop()
-	c, err := cri.Dial(context.Background(), "unix://"+sock)
+	c, err := criclient.Dial(context.Background(), "unix://"+sock)
 	if err != nil {
 		t.Fatal(err)
 	}

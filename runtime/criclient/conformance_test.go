@@ -1,18 +1,18 @@
-package cri_test
+package criclient_test
 
 import (
 	"context"
 	"path/filepath"
 	"testing"
 
-	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/criclient"
 	"github.com/nodekit/nodekit/runtime/critest"
 	"github.com/nodekit/nodekit/runtime/fakecri"
 )
 
 // serveFake serves a fresh fakecri on a unix socket in a temporary
 // directory and returns a client dialled to it.
-func serveFake(t testing.TB, cfg fakecri.Config) (*fakecri.Runtime, *cri.Client) {
+func serveFake(t testing.TB, cfg fakecri.Config) (*fakecri.Runtime, *criclient.Client) {
 	t.Helper()
 	rt, err := fakecri.New(cfg)
 	if err != nil {
@@ -26,7 +26,7 @@ func serveFake(t testing.TB, cfg fakecri.Config) (*fakecri.Runtime, *cri.Client)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- fakecri.NewServer(rt, rt).Serve(ctx, lis) }()
-	c, err := cri.Dial(context.Background(), endpoint)
+	c, err := criclient.Dial(context.Background(), endpoint)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

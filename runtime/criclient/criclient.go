@@ -1,4 +1,4 @@
-package cri
+package criclient
 
 import (
 	"context"
@@ -104,11 +104,11 @@ func Dial(ctx context.Context, endpoint string, opts ...DialOption) (*Client, er
 		conn.Close()
 		switch status.Code(err) {
 		case codes.Unimplemented:
-			return nil, fmt.Errorf("cri: %s does not serve the CRI v1 RuntimeService: %w", endpoint, wrap("Version", "", err))
+			return nil, fmt.Errorf("cri: %s does not serve the CRI v1 RuntimeService: %w", endpoint, Wrap("Version", "", err))
 		case codes.DeadlineExceeded:
-			return nil, fmt.Errorf("cri: %s did not answer the CRI Version call within %s: %w", endpoint, cfg.connectTimeout, wrap("Version", "", err))
+			return nil, fmt.Errorf("cri: %s did not answer the CRI Version call within %s: %w", endpoint, cfg.connectTimeout, Wrap("Version", "", err))
 		}
-		return nil, fmt.Errorf("cri: dial %s: %w", endpoint, wrap("Version", "", err))
+		return nil, fmt.Errorf("cri: dial %s: %w", endpoint, Wrap("Version", "", err))
 	}
 	if v.GetRuntimeName() == "" {
 		conn.Close()
@@ -160,7 +160,7 @@ func (c *Client) Version(ctx context.Context, apiVersion string) (*runtimeapi.Ve
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	resp, err := c.rs.Version(ctx, &runtimeapi.VersionRequest{Version: apiVersion})
-	return resp, wrap("Version", "", err)
+	return resp, Wrap("Version", "", err)
 }
 
 // RunPodSandbox implements RuntimeService.
@@ -169,7 +169,7 @@ func (c *Client) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandbo
 	defer cancel()
 	resp, err := c.rs.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: config, RuntimeHandler: handler})
 	if err != nil {
-		return "", wrap("RunPodSandbox", sandboxName(config), err)
+		return "", Wrap("RunPodSandbox", sandboxName(config), err)
 	}
 	if resp.GetPodSandboxId() == "" {
 		return "", fmt.Errorf("cri: RunPodSandbox %s: the runtime returned no sandbox ID", sandboxName(config))
@@ -187,7 +187,7 @@ func (c *Client) StopPodSandbox(ctx context.Context, id string) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	_, err := c.rs.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
-	return wrap("StopPodSandbox", id, err)
+	return Wrap("StopPodSandbox", id, err)
 }
 
 // RemovePodSandbox implements RuntimeService.
@@ -195,7 +195,7 @@ func (c *Client) RemovePodSandbox(ctx context.Context, id string) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	_, err := c.rs.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
-	return wrap("RemovePodSandbox", id, err)
+	return Wrap("RemovePodSandbox", id, err)
 }
 
 // PodSandboxStatus implements RuntimeService.
@@ -204,7 +204,7 @@ func (c *Client) PodSandboxStatus(ctx context.Context, id string, verbose bool) 
 	defer cancel()
 	resp, err := c.rs.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: verbose})
 	if err != nil {
-		return nil, wrap("PodSandboxStatus", id, err)
+		return nil, Wrap("PodSandboxStatus", id, err)
 	}
 	if resp.GetStatus() == nil {
 		return nil, fmt.Errorf("cri: PodSandboxStatus %s: the runtime returned no status", id)
@@ -217,7 +217,7 @@ func (c *Client) ListPodSandbox(ctx context.Context, f *runtimeapi.PodSandboxFil
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	resp, err := c.rs.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: f})
-	return resp.GetItems(), wrap("ListPodSandbox", "", err)
+	return resp.GetItems(), Wrap("ListPodSandbox", "", err)
 }
 
 // CreateContainer implements RuntimeService.
@@ -227,7 +227,7 @@ func (c *Client) CreateContainer(ctx context.Context, sandboxID string, config *
 	resp, err := c.rs.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: config, SandboxConfig: sandboxConfig})
 	name := config.GetMetadata().GetName()
 	if err != nil {
-		return "", wrap("CreateContainer", name, err)
+		return "", Wrap("CreateContainer", name, err)
 	}
 	if resp.GetContainerId() == "" {
 		return "", fmt.Errorf("cri: CreateContainer %s: the runtime returned no container ID", name)
@@ -240,7 +240,7 @@ func (c *Client) StartContainer(ctx context.Context, id string) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	_, err := c.rs.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id})
-	return wrap("StartContainer", id, err)
+	return Wrap("StartContainer", id, err)
 }
 
 // StopContainer implements RuntimeService. The call may take timeout
@@ -249,7 +249,7 @@ func (c *Client) StopContainer(ctx context.Context, id string, timeout int64) er
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.timeout+time.Duration(timeout)*time.Second)
 	defer cancel()
 	_, err := c.rs.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: timeout})
-	return wrap("StopContainer", id, err)
+	return Wrap("StopContainer", id, err)
 }
 
 // RemoveContainer implements RuntimeService.
@@ -257,7 +257,7 @@ func (c *Client) RemoveContainer(ctx context.Context, id string) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	_, err := c.rs.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id})
-	return wrap("RemoveContainer", id, err)
+	return Wrap("RemoveContainer", id, err)
 }
 
 // ListContainers implements RuntimeService.
@@ -265,7 +265,7 @@ func (c *Client) ListContainers(ctx context.Context, f *runtimeapi.ContainerFilt
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	resp, err := c.rs.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: f})
-	return resp.GetContainers(), wrap("ListContainers", "", err)
+	return resp.GetContainers(), Wrap("ListContainers", "", err)
 }
 
 // ContainerStatus implements RuntimeService.
@@ -274,7 +274,7 @@ func (c *Client) ContainerStatus(ctx context.Context, id string, verbose bool) (
 	defer cancel()
 	resp, err := c.rs.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: verbose})
 	if err != nil {
-		return nil, wrap("ContainerStatus", id, err)
+		return nil, Wrap("ContainerStatus", id, err)
 	}
 	if resp.GetStatus() == nil {
 		return nil, fmt.Errorf("cri: ContainerStatus %s: the runtime returned no status", id)
@@ -287,7 +287,7 @@ func (c *Client) UpdateContainerResources(ctx context.Context, id string, res *r
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	_, err := c.rs.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id, Linux: res.GetLinux(), Windows: res.GetWindows()})
-	return wrap("UpdateContainerResources", id, err)
+	return Wrap("UpdateContainerResources", id, err)
 }
 
 // ExecSync implements RuntimeService. A non-zero exit code is returned as
@@ -308,7 +308,7 @@ func (c *Client) ExecSync(ctx context.Context, id string, cmd []string, timeout 
 	}
 	resp, err := c.rs.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: cmd, Timeout: secs})
 	if err != nil {
-		return nil, nil, wrap("ExecSync", id, err)
+		return nil, nil, Wrap("ExecSync", id, err)
 	}
 	if resp.GetExitCode() != 0 {
 		return resp.GetStdout(), resp.GetStderr(), utilexec.CodeExitError{
@@ -324,7 +324,7 @@ func (c *Client) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runtim
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	resp, err := c.rs.Exec(ctx, req)
-	return resp, wrap("Exec", req.GetContainerId(), err)
+	return resp, Wrap("Exec", req.GetContainerId(), err)
 }
 
 // Attach implements RuntimeService.
@@ -332,7 +332,7 @@ func (c *Client) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*ru
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	resp, err := c.rs.Attach(ctx, req)
-	return resp, wrap("Attach", req.GetContainerId(), err)
+	return resp, Wrap("Attach", req.GetContainerId(), err)
 }
 
 // PortForward implements RuntimeService.
@@ -340,7 +340,7 @@ func (c *Client) PortForward(ctx context.Context, req *runtimeapi.PortForwardReq
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	resp, err := c.rs.PortForward(ctx, req)
-	return resp, wrap("PortForward", req.GetPodSandboxId(), err)
+	return resp, Wrap("PortForward", req.GetPodSandboxId(), err)
 }
 
 // ReopenContainerLog implements RuntimeService.
@@ -348,7 +348,7 @@ func (c *Client) ReopenContainerLog(ctx context.Context, id string) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	_, err := c.rs.ReopenContainerLog(ctx, &runtimeapi.ReopenContainerLogRequest{ContainerId: id})
-	return wrap("ReopenContainerLog", id, err)
+	return Wrap("ReopenContainerLog", id, err)
 }
 
 // CheckpointContainer implements RuntimeService.
@@ -356,7 +356,7 @@ func (c *Client) CheckpointContainer(ctx context.Context, req *runtimeapi.Checkp
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	_, err := c.rs.CheckpointContainer(ctx, req)
-	return wrap("CheckpointContainer", req.GetContainerId(), err)
+	return Wrap("CheckpointContainer", req.GetContainerId(), err)
 }
 
 // CheckpointPod implements RuntimeService.
@@ -364,7 +364,7 @@ func (c *Client) CheckpointPod(ctx context.Context, req *runtimeapi.CheckpointPo
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	_, err := c.rs.CheckpointPod(ctx, req)
-	return wrap("CheckpointPod", req.GetPodSandboxId(), err)
+	return Wrap("CheckpointPod", req.GetPodSandboxId(), err)
 }
 
 // RestorePod implements RuntimeService.
@@ -372,7 +372,7 @@ func (c *Client) RestorePod(ctx context.Context, req *runtimeapi.RestorePodReque
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	resp, err := c.rs.RestorePod(ctx, req)
-	return resp, wrap("RestorePod", "", err)
+	return resp, Wrap("RestorePod", "", err)
 }
 
 // UpdatePodSandboxResources implements RuntimeService.
@@ -380,7 +380,7 @@ func (c *Client) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	resp, err := c.rs.UpdatePodSandboxResources(ctx, req)
-	return resp, wrap("UpdatePodSandboxResources", req.GetPodSandboxId(), err)
+	return resp, Wrap("UpdatePodSandboxResources", req.GetPodSandboxId(), err)
 }
 
 // GetContainerEvents implements RuntimeService: it opens the event stream
@@ -391,7 +391,7 @@ func (c *Client) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.
 func (c *Client) GetContainerEvents(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse, established func(runtimeapi.RuntimeService_GetContainerEventsClient)) error {
 	stream, err := c.rs.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
 	if err != nil {
-		return wrap("GetContainerEvents", "", err)
+		return Wrap("GetContainerEvents", "", err)
 	}
 	if established != nil {
 		established(stream)
@@ -402,7 +402,7 @@ func (c *Client) GetContainerEvents(ctx context.Context, ch chan *runtimeapi.Con
 			if errors.Is(ctx.Err(), context.Canceled) {
 				return ctx.Err()
 			}
-			return wrap("GetContainerEvents", "", err)
+			return Wrap("GetContainerEvents", "", err)
 		}
 		select {
 		case ch <- ev:
@@ -417,7 +417,7 @@ func (c *Client) ContainerStats(ctx context.Context, id string) (*runtimeapi.Con
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	resp, err := c.rs.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: id})
-	return resp.GetStats(), wrap("ContainerStats", id, err)
+	return resp.GetStats(), Wrap("ContainerStats", id, err)
 }
 
 // ListContainerStats implements RuntimeService.
@@ -425,7 +425,7 @@ func (c *Client) ListContainerStats(ctx context.Context, f *runtimeapi.Container
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	resp, err := c.rs.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{Filter: f})
-	return resp.GetStats(), wrap("ListContainerStats", "", err)
+	return resp.GetStats(), Wrap("ListContainerStats", "", err)
 }
 
 // PodSandboxStats implements RuntimeService.
@@ -433,7 +433,7 @@ func (c *Client) PodSandboxStats(ctx context.Context, id string) (*runtimeapi.Po
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	resp, err := c.rs.PodSandboxStats(ctx, &runtimeapi.PodSandboxStatsRequest{PodSandboxId: id})
-	return resp.GetStats(), wrap("PodSandboxStats", id, err)
+	return resp.GetStats(), Wrap("PodSandboxStats", id, err)
 }
 
 // ListPodSandboxStats implements RuntimeService.
@@ -441,7 +441,7 @@ func (c *Client) ListPodSandboxStats(ctx context.Context, f *runtimeapi.PodSandb
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	resp, err := c.rs.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{Filter: f})
-	return resp.GetStats(), wrap("ListPodSandboxStats", "", err)
+	return resp.GetStats(), Wrap("ListPodSandboxStats", "", err)
 }
 
 // ListMetricDescriptors implements RuntimeService.
@@ -449,7 +449,7 @@ func (c *Client) ListMetricDescriptors(ctx context.Context) ([]*runtimeapi.Metri
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	resp, err := c.rs.ListMetricDescriptors(ctx, &runtimeapi.ListMetricDescriptorsRequest{})
-	return resp.GetDescriptors(), wrap("ListMetricDescriptors", "", err)
+	return resp.GetDescriptors(), Wrap("ListMetricDescriptors", "", err)
 }
 
 // ListPodSandboxMetrics implements RuntimeService.
@@ -457,7 +457,7 @@ func (c *Client) ListPodSandboxMetrics(ctx context.Context) ([]*runtimeapi.PodSa
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	resp, err := c.rs.ListPodSandboxMetrics(ctx, &runtimeapi.ListPodSandboxMetricsRequest{})
-	return resp.GetPodMetrics(), wrap("ListPodSandboxMetrics", "", err)
+	return resp.GetPodMetrics(), Wrap("ListPodSandboxMetrics", "", err)
 }
 
 // UpdateRuntimeConfig implements RuntimeService.
@@ -465,7 +465,7 @@ func (c *Client) UpdateRuntimeConfig(ctx context.Context, cfg *runtimeapi.Runtim
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	_, err := c.rs.UpdateRuntimeConfig(ctx, &runtimeapi.UpdateRuntimeConfigRequest{RuntimeConfig: cfg})
-	return wrap("UpdateRuntimeConfig", "", err)
+	return Wrap("UpdateRuntimeConfig", "", err)
 }
 
 // Status implements RuntimeService.
@@ -474,7 +474,7 @@ func (c *Client) Status(ctx context.Context, verbose bool) (*runtimeapi.StatusRe
 	defer cancel()
 	resp, err := c.rs.Status(ctx, &runtimeapi.StatusRequest{Verbose: verbose})
 	if err != nil {
-		return nil, wrap("Status", "", err)
+		return nil, Wrap("Status", "", err)
 	}
 	if resp.GetStatus() == nil {
 		return nil, fmt.Errorf("cri: Status: the runtime returned no status")
@@ -487,7 +487,7 @@ func (c *Client) RuntimeConfig(ctx context.Context) (*runtimeapi.RuntimeConfigRe
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	resp, err := c.rs.RuntimeConfig(ctx, &runtimeapi.RuntimeConfigRequest{})
-	return resp, wrap("RuntimeConfig", "", err)
+	return resp, Wrap("RuntimeConfig", "", err)
 }
 
 // ListImages implements ImageManagerService.
@@ -495,7 +495,7 @@ func (c *Client) ListImages(ctx context.Context, f *runtimeapi.ImageFilter) ([]*
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	resp, err := c.is.ListImages(ctx, &runtimeapi.ListImagesRequest{Filter: f})
-	return resp.GetImages(), wrap("ListImages", "", err)
+	return resp.GetImages(), Wrap("ListImages", "", err)
 }
 
 // ImageStatus implements ImageManagerService. An image that is not
@@ -505,7 +505,7 @@ func (c *Client) ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec, v
 	defer cancel()
 	resp, err := c.is.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: image, Verbose: verbose})
 	if err != nil {
-		return nil, wrap("ImageStatus", image.GetImage(), err)
+		return nil, Wrap("ImageStatus", image.GetImage(), err)
 	}
 	if img := resp.GetImage(); img != nil && img.GetId() == "" {
 		return nil, fmt.Errorf("cri: ImageStatus %s: the runtime returned an image without an ID", image.GetImage())
@@ -518,7 +518,7 @@ func (c *Client) ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec, v
 func (c *Client) PullImage(ctx context.Context, image *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
 	resp, err := c.is.PullImage(ctx, &runtimeapi.PullImageRequest{Image: image, Auth: auth, SandboxConfig: sandboxConfig})
 	if err != nil {
-		return "", wrap("PullImage", image.GetImage(), err)
+		return "", Wrap("PullImage", image.GetImage(), err)
 	}
 	if resp.GetImageRef() == "" {
 		return "", fmt.Errorf("cri: PullImage %s: the runtime returned no image reference", image.GetImage())
@@ -531,7 +531,7 @@ func (c *Client) RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) e
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	_, err := c.is.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: image})
-	return wrap("RemoveImage", image.GetImage(), err)
+	return Wrap("RemoveImage", image.GetImage(), err)
 }
 
 // ImageFsInfo implements ImageManagerService.
@@ -539,5 +539,5 @@ func (c *Client) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoRespon
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	resp, err := c.is.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
-	return resp, wrap("ImageFsInfo", "", err)
+	return resp, Wrap("ImageFsInfo", "", err)
 }
