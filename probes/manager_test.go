@@ -1,8 +1,8 @@
 package probes_test
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	goruntime "runtime"
 	"strings"
