@@ -78,6 +78,8 @@ type Config struct {
 	// Listen is the HTTP address of /healthz, /pods and /metrics
 	// ("127.0.0.1:10255"). Empty: no server (Handler still serves them).
 	Listen string
+	// HTTP bounds the server on Listen: timeouts, header and body sizes.
+	HTTP HTTPConfig
 	// Registry receives the agent's metrics and is served on /metrics.
 	// Default: a private registry (never the global one).
 	Registry *prometheus.Registry
@@ -121,6 +123,7 @@ func (c *Config) defaults() error {
 	if c.GCPolicy == nil {
 		c.GCPolicy = &runtime.GCPolicy{MaxPerPodContainer: 1, MaxContainers: -1}
 	}
+	c.HTTP.defaults()
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
 	}
@@ -145,4 +148,50 @@ func (c *Config) defaults() error {
 		}
 	}
 	return nil
+}
+
+// HTTPConfig bounds the agent's HTTP server, so that a slow, idle or
+// abusive client cannot hold its connections or memory. Zero fields are
+// the defaults named.
+type HTTPConfig struct {
+	// ReadHeaderTimeout is how long a client may take to send a request's
+	// headers. Default 10s.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout is how long a client may take to send a whole request.
+	// Default 30s.
+	ReadTimeout time.Duration
+	// WriteTimeout is how long a response may take, from the end of the
+	// request's headers. No endpoint streams. Default 1m.
+	WriteTimeout time.Duration
+	// IdleTimeout is how long a keep-alive connection may wait for its
+	// next request before the server closes it. Default 90s, the
+	// kubelet's.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's headers; larger ones are answered
+	// 431. Default 64 KiB.
+	MaxHeaderBytes int
+	// MaxBodyBytes bounds a request's body; no endpoint takes one, and a
+	// larger one is answered 413 (Handler applies it too). Default 4 KiB.
+	MaxBodyBytes int64
+}
+
+func (c *HTTPConfig) defaults() {
+	if c.ReadHeaderTimeout <= 0 {
+		c.ReadHeaderTimeout = 10 * time.Second
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 30 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = time.Minute
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 90 * time.Second
+	}
+	if c.MaxHeaderBytes <= 0 {
+		c.MaxHeaderBytes = 64 << 10
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 4 << 10
+	}
 }

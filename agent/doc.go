@@ -35,7 +35,14 @@
 //
 // Handler serves /healthz (runtime ready and PLEG current), /pods (a
 // v1.PodList with statuses, as the kubelet's /pods) and /metrics; with
-// Config.Listen set, Run serves them itself.
+// Config.Listen set, Run serves them itself. Each path answers GET and
+// HEAD only (other methods get 405 with an Allow header) and refuses a
+// request body over Config.HTTP.MaxBodyBytes (413). The server on
+// Config.Listen is bounded by Config.HTTP: read-header, read, write and
+// idle timeouts (10s, 30s, 1m, 90s) and a header limit (64 KiB, 431
+// beyond). When Run cannot listen it returns the error, which names the
+// address ("listen tcp 127.0.0.1:10255: bind: address already in use"),
+// and Addr returns "" instead of waiting.
 //
 // Probes: the agent runs a probes.Manager for the pods it syncs.
 // Readiness and startup results update the container's ready and started
