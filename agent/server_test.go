@@ -165,4 +165,3 @@ func TestHTTPServerClosesIdleConnections(t *testing.T) {
 		t.Errorf("reading the idle connection: %v, want EOF (closed by the server after IdleTimeout)", err)
 	}
 }
-
