@@ -28,10 +28,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"errors"
 	"io/fs"
 	"net"
 	"net/http"
