@@ -165,27 +165,18 @@ func (a *Agent) Run(ctx context.Context) error {
 		})
 	}
 	a.markReady()
-	// In dependency order: the runtime is checked, the status manager and
+	// In dependency order: the runtime answers, the status manager and
 	// the workers run before anything feeds them.
-	a.checkRuntime(ctx)
+	if !a.waitForRuntime(ctx) {
+		return g.Wait() // ctx ended first
+	}
+	g.Go(func() error { return a.watchRuntime(ctx) })
 	g.Go(func() error { return a.status.Run(ctx) })
 	g.Go(func() error { return a.workers.Run(ctx) })
 	g.Go(func() error { return a.probes.Run(ctx) })
 	g.Go(func() error { return a.pleg.Run(ctx) })
 	g.Go(func() error { return a.loop.Run(ctx) })
 	g.Go(func() error { return a.merger.Run(ctx) })
-	g.Go(func() error {
-		t := a.cfg.Clock.NewTicker(10 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C():
-				a.checkRuntime(ctx)
-			}
-		}
-	})
 	return g.Wait()
 }
 
@@ -200,16 +191,6 @@ func (a *Agent) Addr() string {
 }
 
 func (a *Agent) markReady() { a.readyOnce.Do(func() { close(a.ready) }) }
-
-func (a *Agent) checkRuntime(ctx context.Context) {
-	st, err := a.rt.Status(ctx)
-	if err == nil {
-		err = st.Ready()
-	}
-	a.mu.Lock()
-	a.rtErr = err
-	a.mu.Unlock()
-}
 
 // Healthy reports whether the runtime is ready and the PLEG is current.
 func (a *Agent) Healthy() error {

@@ -39,6 +39,11 @@ type Config struct {
 	// filled by the agent.
 	CRI cri.Config
 
+	// RuntimeStatusTimeout bounds the runtime's answer to Status, asked at
+	// start-up and every 10s: a runtime that does not answer within it
+	// makes /healthz fail, naming the timeout. Default 5s.
+	RuntimeStatusTimeout time.Duration
+
 	// Sources provide the pods. At least one is required: a
 	// podsource.File for static pods, a podsource.HTTP, a
 	// podsource.Channel, or a source of your own.
@@ -104,6 +109,9 @@ func (c *Config) defaults() error {
 	}
 	if len(c.Sources) == 0 {
 		return errors.New("agent: Config.Sources is empty")
+	}
+	if c.RuntimeStatusTimeout <= 0 {
+		c.RuntimeStatusTimeout = 5 * time.Second
 	}
 	if c.RelistPeriod <= 0 {
 		c.RelistPeriod = time.Second

@@ -14,6 +14,16 @@
 // them in dependency order under one errgroup: the first fatal error
 // stops the rest, and Run returns once every goroutine has.
 //
+// Started before its runtime answers, Run waits for it: it asks for the
+// runtime's Status with back-off on the clock (100ms doubling to 5s, the
+// kubelet's back-off while its runtime is down), logs "waiting for the
+// runtime" with the error each time, serves /healthz meanwhile (failing
+// with that error), and starts syncing once the runtime answers, or
+// returns nil if ctx ends first. It then asks for Status every 10s: a
+// runtime that does not answer within Config.RuntimeStatusTimeout (5s)
+// makes /healthz fail with "the runtime did not answer Status within 5s"
+// at once, rather than after the CRI call's own 2-minute timeout.
+//
 // What the agent does with each pod, as the kubelet does:
 //   - each sync first computes the pod's status from the runtime's newest
 //     observation, then calls Runtime.SyncPod; failures of this sync
