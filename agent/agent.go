@@ -44,9 +44,8 @@ type Agent struct {
 	readyOnce sync.Once
 	addr      string // the address actually listened on; set before ready closes
 
-	// mu guards pods, reasons, rtErr and lastGC.
+	// mu guards pods, reasons and rtErr.
 	mu      sync.Mutex
-	lastGC  time.Time
 	pods    map[types.UID]*v1.Pod // the desired pods, by UID
 	reasons map[types.UID]map[string]status.Reason
 	rtErr   error // the runtime's last Status verdict
@@ -177,6 +176,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	g.Go(func() error { return a.pleg.Run(ctx) })
 	g.Go(func() error { return a.loop.Run(ctx) })
 	g.Go(func() error { return a.merger.Run(ctx) })
+	g.Go(func() error { return a.runContainerGC(ctx) })
 	return g.Wait()
 }
 

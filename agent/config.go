@@ -76,7 +76,8 @@ type Config struct {
 	// GCPolicy bounds dead containers. Default: one dead instance per pod
 	// container, no node limit, no minimum age.
 	GCPolicy *runtime.GCPolicy
-	// ContainerGCPeriod is how often dead containers are collected.
+	// ContainerGCPeriod is how often dead containers are collected, on a
+	// goroutine of their own.
 	// Default 1m, the kubelet's.
 	ContainerGCPeriod time.Duration
 

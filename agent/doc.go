@@ -36,9 +36,12 @@
 //     (the same UID) starts its pod afresh once the old one terminated;
 //   - housekeeping reconciles the workers with the desired pods, kills
 //     runtime pods no source wants (only once every source has been
-//     seen, and never a pod a source holds whose ADD is still queued),
-//     forgets finished pods' statuses and collects dead containers
-//     (runtime.GarbageCollector);
+//     seen, and never a pod a source holds whose ADD is still queued) and
+//     forgets finished pods' statuses;
+//   - dead containers are collected (runtime.GarbageCollector) every
+//     Config.ContainerGCPeriod on a goroutine of their own, as the
+//     kubelet does: a slow or hung collection never delays a pod's sync,
+//     and a collection never overlaps the previous one;
 //   - a new agent adopts what is already running: pods carry stable UIDs
 //     and the runtime keeps the kubelet's labels, so nothing is created
 //     twice or restarted.
