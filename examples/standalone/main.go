@@ -18,8 +18,9 @@
 // not a CRI runtime) is an error at once.
 //
 // --profiling serves Go's /debug/pprof on a loopback address only (any
-// other is refused), from its own mux, with its own timeouts: a CPU
-// profile of up to 110 seconds fits in its 2-minute write timeout.
+// other is refused), from its own mux, with its own timeouts; its write
+// timeout of 2 minutes leaves room for the default 30-second CPU profile
+// (pprof refuses a profile as long as the write timeout).
 //
 // On SIGINT, SIGTERM or SIGHUP it stops cleanly: the agent's parts stop,
 // the HTTP servers close, and it exits 0, leaving the pods running in the
@@ -217,8 +218,8 @@ func dialRuntime(ctx context.Context, endpoint string, clk clock.Clock, log logr
 // profilingServer serves Go's /debug/pprof handlers from its own mux
 // (never http.DefaultServeMux), GET only but for symbol lookups, with
 // bounded reads and idle time, a 1 MiB body limit, and a write timeout
-// of 2 minutes: pprof refuses a profile longer than the write timeout, so
-// the default 30-second CPU profile, and any up to 110 seconds, fit.
+// of 2 minutes: pprof refuses a profile as long as the write timeout, so
+// the default 30-second CPU profile fits with room to spare.
 func profilingServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
