@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -12,10 +11,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/pleg"
@@ -43,12 +40,12 @@ type Agent struct {
 	loop    *syncloop.Loop
 	metrics *metrics
 
-	ready chan struct{} // closed once the HTTP listener is up (or not needed)
-	addr  string        // the address actually listened on
+	ready     chan struct{} // closed once the HTTP listener is up, or will never be
+	readyOnce sync.Once
+	addr      string // the address actually listened on; set before ready closes
 
-	// mu guards pods, reasons, rtErr and lastGC.
+	// mu guards pods, reasons and rtErr.
 	mu      sync.Mutex
-	lastGC  time.Time
 	pods    map[types.UID]*v1.Pod // the desired pods, by UID
 	reasons map[types.UID]map[string]status.Reason
 	rtErr   error // the runtime's last Status verdict
@@ -144,14 +141,15 @@ func New(cfg Config) (*Agent, error) {
 // stops the others. It returns when all of them have stopped. Pods are
 // left running in the runtime, as the kubelet leaves them.
 func (a *Agent) Run(ctx context.Context) error {
+	defer a.markReady() // Addr never waits for a Run that has returned
 	g, ctx := errgroup.WithContext(ctx)
 	if a.cfg.Listen != "" {
 		lis, err := net.Listen("tcp", a.cfg.Listen)
 		if err != nil {
-			return fmt.Errorf("agent: listen on %s: %w", a.cfg.Listen, err)
+			return fmt.Errorf("agent: %w", err) // "listen tcp ADDR: bind: ..."
 		}
 		a.addr = lis.Addr().String()
-		srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		srv := newHTTPServer(a.Handler(), a.cfg.HTTP)
 		g.Go(func() error {
 			if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("agent: serve: %w", err)
@@ -165,47 +163,34 @@ func (a *Agent) Run(ctx context.Context) error {
 			return srv.Shutdown(sctx)
 		})
 	}
-	close(a.ready)
-	// In dependency order: the runtime is checked, the status manager and
+	a.markReady()
+	// In dependency order: the runtime answers, the status manager and
 	// the workers run before anything feeds them.
-	a.checkRuntime(ctx)
+	if !a.waitForRuntime(ctx) {
+		return g.Wait() // ctx ended first
+	}
+	g.Go(func() error { return a.watchRuntime(ctx) })
 	g.Go(func() error { return a.status.Run(ctx) })
 	g.Go(func() error { return a.workers.Run(ctx) })
 	g.Go(func() error { return a.probes.Run(ctx) })
 	g.Go(func() error { return a.pleg.Run(ctx) })
 	g.Go(func() error { return a.loop.Run(ctx) })
 	g.Go(func() error { return a.merger.Run(ctx) })
-	g.Go(func() error {
-		t := a.cfg.Clock.NewTicker(10 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C():
-				a.checkRuntime(ctx)
-			}
-		}
-	})
+	g.Go(func() error { return a.runContainerGC(ctx) })
 	return g.Wait()
 }
 
-// Addr returns the address the HTTP server listens on, once Run started
-// it ("" without a server).
+// Addr returns the address the HTTP server listens on. It blocks until
+// Run has started the server or given up on it, so call it once Run was
+// started. It returns "" when there is no server: Config.Listen is empty,
+// or Run could not listen (Run returns the error, naming the address).
+// Safe for concurrent use.
 func (a *Agent) Addr() string {
 	<-a.ready
 	return a.addr
 }
 
-func (a *Agent) checkRuntime(ctx context.Context) {
-	st, err := a.rt.Status(ctx)
-	if err == nil {
-		err = st.Ready()
-	}
-	a.mu.Lock()
-	a.rtErr = err
-	a.mu.Unlock()
-}
+func (a *Agent) markReady() { a.readyOnce.Do(func() { close(a.ready) }) }
 
 // Healthy reports whether the runtime is ready and the PLEG is current.
 func (a *Agent) Healthy() error {
@@ -240,29 +225,6 @@ func (a *Agent) Pods() []*v1.Pod {
 		}
 	}
 	return out
-}
-
-// Handler serves /healthz ("ok", or 500 with the reason), /pods (a
-// v1.PodList) and /metrics (Prometheus text from the agent's registry).
-func (a *Agent) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := a.Healthy(); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		_, _ = w.Write([]byte("ok"))
-	})
-	mux.HandleFunc("/pods", func(w http.ResponseWriter, _ *http.Request) {
-		list := v1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}}
-		for _, p := range a.Pods() {
-			list.Items = append(list.Items, *p)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(&list)
-	})
-	mux.Handle("/metrics", promhttp.HandlerFor(a.cfg.Registry, promhttp.HandlerOpts{}))
-	return mux
 }
 
 func (a *Agent) lookup(uid types.UID) (*v1.Pod, bool) {

@@ -39,6 +39,11 @@ type Config struct {
 	// filled by the agent.
 	CRI cri.Config
 
+	// RuntimeStatusTimeout bounds the runtime's answer to Status, asked at
+	// start-up and every 10s: a runtime that does not answer within it
+	// makes /healthz fail, naming the timeout. Default 5s.
+	RuntimeStatusTimeout time.Duration
+
 	// Sources provide the pods. At least one is required: a
 	// podsource.File for static pods, a podsource.HTTP, a
 	// podsource.Channel, or a source of your own.
@@ -71,13 +76,16 @@ type Config struct {
 	// GCPolicy bounds dead containers. Default: one dead instance per pod
 	// container, no node limit, no minimum age.
 	GCPolicy *runtime.GCPolicy
-	// ContainerGCPeriod is how often dead containers are collected.
+	// ContainerGCPeriod is how often dead containers are collected, on a
+	// goroutine of their own.
 	// Default 1m, the kubelet's.
 	ContainerGCPeriod time.Duration
 
 	// Listen is the HTTP address of /healthz, /pods and /metrics
 	// ("127.0.0.1:10255"). Empty: no server (Handler still serves them).
 	Listen string
+	// HTTP bounds the server on Listen: timeouts, header and body sizes.
+	HTTP HTTPConfig
 	// Registry receives the agent's metrics and is served on /metrics.
 	// Default: a private registry (never the global one).
 	Registry *prometheus.Registry
@@ -103,6 +111,9 @@ func (c *Config) defaults() error {
 	if len(c.Sources) == 0 {
 		return errors.New("agent: Config.Sources is empty")
 	}
+	if c.RuntimeStatusTimeout <= 0 {
+		c.RuntimeStatusTimeout = 5 * time.Second
+	}
 	if c.RelistPeriod <= 0 {
 		c.RelistPeriod = time.Second
 	}
@@ -121,6 +132,7 @@ func (c *Config) defaults() error {
 	if c.GCPolicy == nil {
 		c.GCPolicy = &runtime.GCPolicy{MaxPerPodContainer: 1, MaxContainers: -1}
 	}
+	c.HTTP.defaults()
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
 	}
@@ -145,4 +157,50 @@ func (c *Config) defaults() error {
 		}
 	}
 	return nil
+}
+
+// HTTPConfig bounds the agent's HTTP server, so that a slow, idle or
+// abusive client cannot hold its connections or memory. Zero fields are
+// the defaults named.
+type HTTPConfig struct {
+	// ReadHeaderTimeout is how long a client may take to send a request's
+	// headers. Default 10s.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout is how long a client may take to send a whole request.
+	// Default 30s.
+	ReadTimeout time.Duration
+	// WriteTimeout is how long a response may take, from the end of the
+	// request's headers. No endpoint streams. Default 1m.
+	WriteTimeout time.Duration
+	// IdleTimeout is how long a keep-alive connection may wait for its
+	// next request before the server closes it. Default 90s, the
+	// kubelet's.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's headers; larger ones are answered
+	// 431. Default 64 KiB.
+	MaxHeaderBytes int
+	// MaxBodyBytes bounds a request's body; no endpoint takes one, and a
+	// larger one is answered 413 (Handler applies it too). Default 4 KiB.
+	MaxBodyBytes int64
+}
+
+func (c *HTTPConfig) defaults() {
+	if c.ReadHeaderTimeout <= 0 {
+		c.ReadHeaderTimeout = 10 * time.Second
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 30 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = time.Minute
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 90 * time.Second
+	}
+	if c.MaxHeaderBytes <= 0 {
+		c.MaxHeaderBytes = 64 << 10
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 4 << 10
+	}
 }

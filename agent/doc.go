@@ -14,6 +14,16 @@
 // them in dependency order under one errgroup: the first fatal error
 // stops the rest, and Run returns once every goroutine has.
 //
+// Started before its runtime answers, Run waits for it: it asks for the
+// runtime's Status with back-off on the clock (100ms doubling to 5s, the
+// kubelet's back-off while its runtime is down), logs "waiting for the
+// runtime" with the error each time, serves /healthz meanwhile (failing
+// with that error), and starts syncing once the runtime answers, or
+// returns nil if ctx ends first. It then asks for Status every 10s: a
+// runtime that does not answer within Config.RuntimeStatusTimeout (5s)
+// makes /healthz fail with "the runtime did not answer Status within 5s"
+// at once, rather than after the CRI call's own 2-minute timeout.
+//
 // What the agent does with each pod, as the kubelet does:
 //   - each sync first computes the pod's status from the runtime's newest
 //     observation, then calls Runtime.SyncPod; failures of this sync
@@ -26,16 +36,26 @@
 //     (the same UID) starts its pod afresh once the old one terminated;
 //   - housekeeping reconciles the workers with the desired pods, kills
 //     runtime pods no source wants (only once every source has been
-//     seen, and never a pod a source holds whose ADD is still queued),
-//     forgets finished pods' statuses and collects dead containers
-//     (runtime.GarbageCollector);
+//     seen, and never a pod a source holds whose ADD is still queued) and
+//     forgets finished pods' statuses;
+//   - dead containers are collected (runtime.GarbageCollector) every
+//     Config.ContainerGCPeriod on a goroutine of their own, as the
+//     kubelet does: a slow or hung collection never delays a pod's sync,
+//     and a collection never overlaps the previous one;
 //   - a new agent adopts what is already running: pods carry stable UIDs
 //     and the runtime keeps the kubelet's labels, so nothing is created
 //     twice or restarted.
 //
 // Handler serves /healthz (runtime ready and PLEG current), /pods (a
 // v1.PodList with statuses, as the kubelet's /pods) and /metrics; with
-// Config.Listen set, Run serves them itself.
+// Config.Listen set, Run serves them itself. Each path answers GET and
+// HEAD only (other methods get 405 with an Allow header) and refuses a
+// request body over Config.HTTP.MaxBodyBytes (413). The server on
+// Config.Listen is bounded by Config.HTTP: read-header, read, write and
+// idle timeouts (10s, 30s, 1m, 90s) and a header limit (64 KiB, 431
+// beyond). When Run cannot listen it returns the error, which names the
+// address ("listen tcp 127.0.0.1:10255: bind: address already in use"),
+// and Addr returns "" instead of waiting.
 //
 // Probes: the agent runs a probes.Manager for the pods it syncs.
 // Readiness and startup results update the container's ready and started

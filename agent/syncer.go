@@ -68,8 +68,9 @@ func (a *Agent) HandlePodSyncs(_ context.Context, pods []*v1.Pod) {
 
 // HandlePodCleanups implements syncloop.Handler, the kubelet's
 // housekeeping: it reconciles the workers with the desired pods, kills
-// runtime pods no source wants (once every source has been seen),
-// forgets statuses of finished pods, and collects dead containers.
+// runtime pods no source wants (once every source has been seen), and
+// forgets statuses of finished pods. Dead containers are collected on
+// their own goroutine (runContainerGC).
 func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 	a.mu.Lock()
 	desired := make([]*v1.Pod, 0, len(a.pods))
@@ -128,18 +129,6 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 			a.mu.Lock()
 			delete(a.reasons, uid)
 			a.mu.Unlock()
-		}
-	}
-	a.mu.Lock()
-	gcDue := a.cfg.Clock.Since(a.lastGC) >= a.cfg.ContainerGCPeriod
-	if gcDue {
-		a.lastGC = a.cfg.Clock.Now()
-	}
-	a.mu.Unlock()
-	if gc, ok := a.rt.(runtime.GarbageCollector); ok && gcDue {
-		gone := func(uid types.UID) bool { return !want[uid] && a.workers.ShouldPodContentBeRemoved(uid) }
-		if err := gc.GarbageCollect(ctx, *a.cfg.GCPolicy, gone); err != nil {
-			return fmt.Errorf("agent: housekeeping: %w", err)
 		}
 	}
 	return nil

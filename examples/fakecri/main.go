@@ -7,7 +7,8 @@
 //
 // Containers are scripted with FAKECRI_* environment variables in their
 // config (see runtime/fakecri). Every image can be pulled unless
-// --registry limits the pullable images. It stops on SIGINT or SIGTERM.
+// --registry limits the pullable images. On SIGINT, SIGTERM or SIGHUP it
+// stops cleanly: it stops serving, removes its socket and exits 0.
 package main
 
 import (
@@ -30,12 +31,21 @@ func main() {
 		podCIDR  = flag.String("pod-cidr", fakecri.DefaultPodCIDR, "range sandbox IPs come from")
 	)
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
 	if err := run(ctx, *listen, list(*images), list(*registry), *podCIDR); err != nil {
 		fmt.Fprintln(os.Stderr, "fakecri:", err)
 		os.Exit(1)
 	}
+}
+
+// stopSignals are the signals that stop the command cleanly; SIGHUP (a
+// closed terminal, a supervisor's hang-up) is one of them.
+func stopSignals() []os.Signal { return []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP} }
+
+// signalContext is cancelled by the first of stopSignals.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), stopSignals()...)
 }
 
 func list(s string) []string {

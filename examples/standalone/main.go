@@ -6,17 +6,37 @@
 //	go run ./examples/standalone --runtime-endpoint unix:///run/containerd/containerd.sock
 //
 // It serves /healthz, /pods (a v1.PodList with statuses, as the kubelet's
-// /pods) and /metrics on --listen. On SIGINT or SIGTERM it exits and
-// leaves the pods running in the runtime, as the kubelet does.
+// /pods) and /metrics on --listen, GET and HEAD only, with the agent's
+// timeouts and size limits (see package agent). An address it cannot
+// listen on ends it at once with status 1 and an error naming the address
+// ("listen tcp 127.0.0.1:10255: bind: address already in use").
+//
+// A runtime that is not there yet (its socket missing, or not answering)
+// is waited for, with back-off from 100ms to 5s, logging "waiting for the
+// runtime" with the endpoint and the error, until it answers or the
+// command is stopped; an endpoint that can never work (not a unix socket,
+// not a CRI runtime) is an error at once.
+//
+// --profiling serves Go's /debug/pprof on a loopback address only (any
+// other is refused), from its own mux, with its own timeouts; its write
+// timeout of 2 minutes leaves room for the default 30-second CPU profile
+// (pprof refuses a profile as long as the write timeout).
+//
+// On SIGINT, SIGTERM or SIGHUP it stops cleanly: the agent's parts stop,
+// the HTTP servers close, and it exits 0, leaving the pods running in the
+// runtime, as the kubelet does.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
 	"net/http"
-	_ "net/http/pprof"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -26,11 +46,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/criclient"
 	"github.com/nodekit/nodekit/runtime/fakecri"
 )
@@ -45,6 +68,7 @@ type options struct {
 	relist                                                  time.Duration
 	profiling                                               string
 	quiet, evented                                          bool
+	clock                                                   clock.Clock // the runtime wait's; default real
 }
 
 func main() {
@@ -61,7 +85,7 @@ func main() {
 	flag.BoolVar(&o.quiet, "quiet", false, "do not print the pod table")
 	flag.BoolVar(&o.evented, "evented-pleg", true, "follow the runtime's container event stream (relisting when it has none)")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
 	if err := run(ctx, o, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "standalone:", err)
@@ -69,7 +93,20 @@ func main() {
 	}
 }
 
+// stopSignals are the signals that stop the command cleanly. SIGHUP is
+// one: a closed terminal or a supervisor's hang-up must not kill the agent
+// in the middle of a sync.
+func stopSignals() []os.Signal { return []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP} }
+
+// signalContext is cancelled by the first of stopSignals.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), stopSignals()...)
+}
+
 func run(ctx context.Context, o options, out, errOut io.Writer) error {
+	if o.clock == nil {
+		o.clock = clock.RealClock{}
+	}
 	log := funcr.New(func(prefix, args string) {
 		fmt.Fprintln(errOut, time.Now().Format("15:04:05.000"), prefix, args)
 	}, funcr.Options{Verbosity: o.verbosity})
@@ -98,9 +135,7 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		}
 		fmt.Fprintln(out, "runtime: built-in fakecri")
 	} else {
-		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		client, err := criclient.Dial(dctx, o.endpoint)
-		cancel()
+		client, err := dialRuntime(ctx, o.endpoint, o.clock, log)
 		if err != nil {
 			return err
 		}
@@ -128,17 +163,117 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		return err
 	}
 	if o.profiling != "" {
-		go func() { _ = http.ListenAndServe(o.profiling, nil) }() // net/http/pprof registers on the default mux
+		stopProfiling, err := serveProfiling(o.profiling)
+		if err != nil {
+			return err
+		}
+		defer stopProfiling()
 	}
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	fmt.Fprintf(out, "node %s, manifests %s, serving http://%s/pods\n", o.nodeName, o.manifests, a.Addr())
+	addr := a.Addr()
+	if addr == "" && o.listen != "" {
+		return <-done // Run could not listen; its error names the address
+	}
+	fmt.Fprintf(out, "node %s, manifests %s, serving http://%s/pods\n", o.nodeName, o.manifests, addr)
 	if !o.quiet {
 		go printTable(ctx, a, out)
 	}
 	err = <-done
 	fmt.Fprintln(out, "stopped; pods are left running in the runtime")
 	return err
+}
+
+// dialRuntime dials the CRI runtime at endpoint. While the runtime is not
+// there yet (its socket missing, unavailable, or slow to answer) it waits,
+// with back-off from 100ms doubling to 5s on clk, logging each failure,
+// until the runtime answers or ctx ends. Other errors (a malformed
+// endpoint, a socket that is no CRI runtime) are returned at once.
+func dialRuntime(ctx context.Context, endpoint string, clk clock.Clock, log logr.Logger) (*criclient.Client, error) {
+	const maxDelay = 5 * time.Second
+	delay := 100 * time.Millisecond
+	for {
+		client, err := criclient.Dial(ctx, endpoint)
+		if err == nil {
+			return client, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("waiting for the runtime at %s: %w", endpoint, err)
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, runtime.ErrUnavailable) && !errors.Is(err, runtime.ErrDeadlineExceeded) {
+			return nil, err
+		}
+		log.Info("waiting for the runtime", "endpoint", endpoint, "err", err.Error(), "retryIn", delay.String())
+		t := clk.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("waiting for the runtime at %s: %w", endpoint, err)
+		case <-t.C():
+		}
+		delay = min(2*delay, maxDelay)
+	}
+}
+
+// profilingServer serves Go's /debug/pprof handlers from its own mux
+// (never http.DefaultServeMux), GET only but for symbol lookups, with
+// bounded reads and idle time, a 1 MiB body limit, and a write timeout
+// of 2 minutes: pprof refuses a profile as long as the write timeout, so
+// the default 30-second CPU profile fits with room to spare.
+func profilingServer() *http.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	return &http.Server{
+		Handler:           http.MaxBytesHandler(mux, 1<<20),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      2 * time.Minute,
+		IdleTimeout:       90 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// serveProfiling listens on addr, which must be a loopback address, and
+// serves profilingServer there until the returned stop is called.
+func serveProfiling(addr string) (stop func(), err error) {
+	if err := loopback(addr); err != nil {
+		return nil, fmt.Errorf("--profiling: %w", err)
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--profiling: %w", err)
+	}
+	srv := profilingServer()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(lis) // ends with ErrServerClosed
+	}()
+	return func() {
+		_ = srv.Close()
+		<-served
+	}, nil
+}
+
+// loopback refuses an address whose host is not a loopback IP or
+// "localhost".
+func loopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%s is not a loopback address", addr)
 }
 
 // printTable prints the pods whenever the table changes.

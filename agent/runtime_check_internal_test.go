@@ -1,0 +1,188 @@
+package agent
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/fakecri"
+)
+
+// hangingStatus is fakecri whose Status, once hang is set, answers only
+// when its context ends, as a frozen runtime behind gRPC does.
+type hangingStatus struct {
+	*fakecri.Runtime
+	mu   sync.Mutex
+	hang bool
+}
+
+func (h *hangingStatus) Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error) {
+	h.mu.Lock()
+	hang := h.hang
+	h.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return nil, grpcstatus.FromContextError(ctx.Err()).Err()
+	}
+	return h.Runtime.Status(ctx, verbose)
+}
+
+// logLines is a logger's output, safe for concurrent use.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) add(prefix, args string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, prefix+" "+args)
+}
+
+func (l *logLines) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+func fakeClockAgent(t *testing.T, rs *hangingStatus, clk *clocktesting.FakeClock, log *logLines) *Agent {
+	t.Helper()
+	dir := t.TempDir()
+	a, err := New(Config{NodeName: "node", RuntimeService: rs, ImageService: rs.Runtime,
+		Sources: []podsource.Source{podsource.NewChannel("api", 0)},
+		Clock:   clk, Logger: funcr.New(log.add, funcr.Options{}),
+		CRI: cri.Config{PodLogsDir: dir + "/logs", PodsDir: dir + "/pods", ResolvConf: "-"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// pollUntil polls cond every 5ms for up to 20s of wall time.
+func pollUntil(t *testing.T, what string, cond func() bool, state func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s\n%s", what, state())
+		}
+	}
+}
+
+// A runtime that does not answer Status within RuntimeStatusTimeout makes
+// /healthz fail at once, naming the timeout, instead of after the CRI
+// call's own 2-minute timeout.
+func TestHealthzFailsWhenStatusDoesNotAnswerInTime(t *testing.T) {
+	fake, err := fakecri.New(fakecri.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := &hangingStatus{Runtime: fake, hang: true}
+	clk := clocktesting.NewFakeClock(time.Now())
+	var log logLines
+	a := fakeClockAgent(t, rs, clk, &log)
+	if a.cfg.RuntimeStatusTimeout != 5*time.Second {
+		t.Errorf("default RuntimeStatusTimeout %s, want 5s", a.cfg.RuntimeStatusTimeout)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := a.checkRuntime(context.Background()); done <- err }()
+	pollUntil(t, "the check waits on the clock", clk.HasWaiters, func() string { return "" })
+	clk.Step(5 * time.Second)
+	var err2 error
+	select {
+	case err2 = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the check did not return 20s after its timeout")
+	}
+	const want = "the runtime did not answer Status within 5s"
+	if err2 == nil || !strings.Contains(err2.Error(), want) {
+		t.Errorf("checkRuntime() = %v, want %q", err2, want)
+	}
+	rec := httptest.NewRecorder()
+	a.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("/healthz: %d %q, want 500 saying %q", rec.Code, rec.Body.String(), want)
+	}
+}
+
+// Started before its runtime answers, the agent waits for it with
+// back-off on the clock, logging why, and syncs nothing meanwhile; then it
+// starts.
+func TestRunWaitsForTheRuntime(t *testing.T) {
+	fake, err := fakecri.New(fakecri.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		fake.InjectError("Status", grpcstatus.Error(codes.Unavailable, "connection refused"))
+	}
+	rs := &hangingStatus{Runtime: fake}
+	clk := clocktesting.NewFakeClock(time.Now())
+	var log logLines
+	a := fakeClockAgent(t, rs, clk, &log)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run() = %v", err)
+		}
+	}()
+	for i, delay := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
+		pollUntil(t, "the agent waits on the clock", func() bool {
+			return log.count(`"msg"="waiting for the runtime"`) == i+1 && log.count("connection refused") == i+1 && clk.HasWaiters()
+		}, log.String)
+		if !strings.Contains(log.String(), `"retryIn"="`+delay.String()+`"`) {
+			t.Errorf("wait %d: no back-off of %s logged:\n%s", i+1, delay, log.String())
+		}
+		if err := a.Healthy(); err == nil || !strings.Contains(err.Error(), "connection refused") {
+			t.Errorf("Healthy() = %v while the runtime is down", err)
+		}
+		for _, c := range fake.Calls() {
+			if c != "Status" {
+				t.Fatalf("%s called while waiting for the runtime: %v", c, fake.Calls())
+			}
+		}
+		clk.Step(delay)
+	}
+	pollUntil(t, "the PLEG lists the runtime", func() bool {
+		return countOf(fake.Calls(), "ListPodSandbox") > 0
+	}, func() string { return strings.Join(fake.Calls(), " ") })
+	if got := log.count("waiting for the runtime"); got != 3 {
+		t.Errorf("%d waits logged, want 3", got)
+	}
+}
+
+func countOf(calls []string, method string) int {
+	n := 0
+	for _, c := range calls {
+		if c == method {
+			n++
+		}
+	}
+	return n
+}
