@@ -227,6 +227,18 @@ func (a *Agent) Pods() []*v1.Pod {
 	return out
 }
 
+// PodChanges returns a channel that receives a value whenever a pod's
+// status changes or a pod's status is forgotten after its removal, so a
+// consumer reads Pods again only then instead of polling; and a cancel
+// function that unregisters it and closes the channel. It is
+// status.Manager.Subscribe: the channel has capacity 1 and changes
+// coalesce into one pending value. A pod added or updated by its source
+// shows in Pods before its first status change signals. Safe for
+// concurrent use, before and during Run.
+func (a *Agent) PodChanges() (changes <-chan struct{}, cancel func()) {
+	return a.status.Subscribe()
+}
+
 func (a *Agent) lookup(uid types.UID) (*v1.Pod, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Measures the standalone agent on fakecri served over a unix socket: time
-# until N static pods are Running, CPU seconds and peak RSS until then,
-# and idle CPU afterwards, for the generic and the evented PLEG.
+# Measures the standalone agent (live table on) on fakecri served over a
+# unix socket, for the generic and the evented PLEG: time until N static
+# pods are Running, CPU seconds until then, idle CPU (% of a core, from the
+# threads' schedstat run time) and wake-ups per second over an idle window,
+# and peak RSS (VmHWM). Prints a Markdown table; see hack/benchagent.
 #
 #   hack/bench-agent.sh                       # 100 and 1000 pods, 60 s idle window
 #   hack/bench-agent.sh -pods 200 -idle 30s   # any flags of hack/benchagent

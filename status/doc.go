@@ -105,6 +105,37 @@
 // Run: MemorySink, SinkFunc, or a sink of your own (an API-server sink
 // belongs in the kube package, which is not written yet).
 //
+// The Manager keeps a verdict only while it can count: a changed status
+// of a pod drops the verdicts of its containers (init, regular,
+// ephemeral) that the status no longer shows or shows terminated, a
+// verdict for such a container or for an unknown pod is not recorded,
+// and RemovePod drops all of the pod's. Memory therefore follows the
+// live containers, however often they restart, and pruning costs the
+// pod's own containers, not every verdict of the node.
+//
+// Run pushes a change as soon as it is recorded. It arms a timer only
+// after the sink refused a status: the first retry comes after
+// Config.RetryPeriod, each further failure in a row doubles the wait up
+// to Config.MaxRetryPeriod, and a push that succeeds disarms it. With
+// nothing to push, the Manager never wakes the process.
+//
+// # Change notification
+//
+// Subscribe hands out a channel that receives a value whenever a pod's
+// status changes (its version grows) or a pod is removed, so a consumer
+// (a live view, a cache, an exporter) reads the statuses again only
+// when something changed, instead of polling. Changes coalesce: the
+// channel has capacity 1 and is sent to without blocking, so a slow
+// reader finds one pending value however many changes it missed, and
+// never holds the Manager up. No goroutine runs per subscriber. The
+// cancel function unregisters the subscriber and closes its channel.
+//
+//	changes, cancel := m.Subscribe()
+//	defer cancel()
+//	for range changes {
+//		render(m.Pods())
+//	}
+//
 // # Usage
 //
 //	m := status.New(status.Config{Sink: &status.MemorySink{}})

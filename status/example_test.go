@@ -33,3 +33,30 @@ func ExampleGenerate() {
 	// Succeeded Completed
 	// Ready False PodCompleted
 }
+
+// A subscriber learns that statuses changed without polling; however
+// many changes happen before it looks, one signal is pending.
+func ExampleManager_Subscribe() {
+	m := status.New(status.Config{})
+	changes, cancel := m.Subscribe()
+	defer cancel()
+
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-web"}}
+	m.SetPodStatus(pod, v1.PodStatus{Phase: v1.PodPending})
+	m.SetPodStatus(pod, v1.PodStatus{Phase: v1.PodRunning})
+	m.SetPodStatus(pod, v1.PodStatus{Phase: v1.PodRunning}) // no change
+
+	<-changes
+	for _, p := range m.Pods() {
+		fmt.Println(p.Name, p.Status.Phase, m.Version(p.UID))
+	}
+	select {
+	case <-changes:
+		fmt.Println("another signal")
+	default:
+		fmt.Println("nothing more pending")
+	}
+	// Output:
+	// web Running 2
+	// nothing more pending
+}

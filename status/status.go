@@ -35,9 +35,13 @@ type Config struct {
 	// Sink receives status changes. Default: none (statuses are only
 	// kept in the Manager).
 	Sink Sink
-	// RetryPeriod is how soon a status the sink refused is sent again.
-	// Default 10s.
+	// RetryPeriod is how soon a status the sink refused is first sent
+	// again; each further failure in a row doubles the wait, up to
+	// MaxRetryPeriod. Default 10s.
 	RetryPeriod time.Duration
+	// MaxRetryPeriod caps the retry back-off. Default 2 minutes (and
+	// never less than RetryPeriod).
+	MaxRetryPeriod time.Duration
 	// Clock drives retries and transition times. Default: the real clock.
 	Clock clock.WithTicker
 	// Logger logs sink failures. Default: discard.
@@ -46,7 +50,8 @@ type Config struct {
 
 // Manager keeps the latest status of every pod with a version that grows
 // on every change, merges the probes' readiness and startup verdicts into
-// it, and pushes changes to its Sink. Methods are safe for concurrent use.
+// it, pushes changes to its Sink, and tells subscribers that something
+// changed. Methods are safe for concurrent use.
 type Manager struct {
 	cfg    Config
 	notify chan struct{} // capacity 1: "something is dirty"
@@ -56,6 +61,7 @@ type Manager struct {
 	pods    map[types.UID]*entry
 	ready   map[string]bool // container ID → readiness verdict
 	started map[string]bool // container ID → startup verdict
+	subs    map[*subscriber]struct{}
 }
 
 type entry struct {
@@ -63,12 +69,26 @@ type entry struct {
 	status  v1.PodStatus
 	version uint64
 	sent    uint64 // the version the sink accepted
+	// verdicts holds the IDs of this pod's containers that have a
+	// readiness or startup verdict, so that pruning them costs the
+	// pod's containers, not every verdict of the node.
+	verdicts map[string]struct{}
+}
+
+type subscriber struct {
+	ch chan struct{} // capacity 1: "something changed since you last looked"
 }
 
 // New returns a Manager. It starts nothing; call Run to push to the sink.
 func New(cfg Config) *Manager {
 	if cfg.RetryPeriod <= 0 {
 		cfg.RetryPeriod = 10 * time.Second
+	}
+	if cfg.MaxRetryPeriod <= 0 {
+		cfg.MaxRetryPeriod = 2 * time.Minute
+	}
+	if cfg.MaxRetryPeriod < cfg.RetryPeriod {
+		cfg.MaxRetryPeriod = cfg.RetryPeriod
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -82,11 +102,14 @@ func New(cfg Config) *Manager {
 		pods:    map[types.UID]*entry{},
 		ready:   map[string]bool{},
 		started: map[string]bool{},
+		subs:    map[*subscriber]struct{}{},
 	}
 }
 
 // SetPodStatus records a pod's newly generated status. An unchanged
-// status keeps its version and is not sent again.
+// status keeps its version and is not sent again. A changed status drops
+// the probe verdicts of the pod's containers that it no longer shows, or
+// shows terminated: they can never count again.
 func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -105,7 +128,73 @@ func (m *Manager) setLocked(pod *v1.Pod, status v1.PodStatus) {
 	}
 	e.status = status
 	e.version++
+	m.pruneLocked(e)
 	m.poke()
+	m.signalLocked()
+}
+
+// pruneLocked drops the verdicts of e's containers that its status no
+// longer shows, or shows terminated.
+func (m *Manager) pruneLocked(e *entry) {
+	if len(e.verdicts) == 0 {
+		return
+	}
+	for id := range e.verdicts {
+		if !live(&e.status, id) {
+			delete(m.ready, id)
+			delete(m.started, id)
+			delete(e.verdicts, id)
+		}
+	}
+}
+
+// live reports whether s shows the container id, not terminated.
+func live(s *v1.PodStatus, id string) bool {
+	for _, list := range [][]v1.ContainerStatus{s.ContainerStatuses, s.InitContainerStatuses, s.EphemeralContainerStatuses} {
+		for i := range list {
+			if list[i].ContainerID == id {
+				return list[i].State.Terminated == nil
+			}
+		}
+	}
+	return false
+}
+
+// signalLocked tells every subscriber, without blocking, that something
+// changed; a subscriber that has not looked since the last signal keeps
+// one pending signal.
+func (m *Manager) signalLocked() {
+	for s := range m.subs {
+		select {
+		case s.ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Subscribe returns a channel that receives a value whenever a pod's
+// status changes (its version grows, including a pod's first status) or
+// a pod is removed, and a cancel function. The channel has capacity 1 and
+// is sent to without blocking, so changes coalesce: however many happen
+// before the receiver looks, one value is pending, and the receiver then
+// reads the current state (Pods, GetPodStatus). No goroutine is started
+// per subscriber; a subscriber that never reads costs nothing but its
+// channel. cancel unregisters and closes the channel (a pending value is
+// still received first); it may be called more than once and from any
+// goroutine. Subscribe is safe for concurrent use.
+func (m *Manager) Subscribe() (changes <-chan struct{}, cancel func()) {
+	s := &subscriber{ch: make(chan struct{}, 1)}
+	m.mu.Lock()
+	m.subs[s] = struct{}{}
+	m.mu.Unlock()
+	return s.ch, func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if _, ok := m.subs[s]; ok {
+			delete(m.subs, s)
+			close(s.ch)
+		}
+	}
 }
 
 func (m *Manager) poke() {
@@ -168,30 +257,35 @@ func (m *Manager) UIDs() []types.UID {
 	return out
 }
 
-// RemovePod forgets a pod and its probe verdicts.
+// RemovePod forgets a pod and its probe verdicts, and signals the
+// subscribers if the pod was known.
 func (m *Manager) RemovePod(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if e := m.pods[uid]; e != nil {
-		for _, list := range [][]v1.ContainerStatus{e.status.ContainerStatuses, e.status.InitContainerStatuses} {
-			for _, c := range list {
-				delete(m.ready, c.ContainerID)
-				delete(m.started, c.ContainerID)
-			}
-		}
+	e := m.pods[uid]
+	if e == nil {
+		return
+	}
+	for id := range e.verdicts {
+		delete(m.ready, id)
+		delete(m.started, id)
 	}
 	delete(m.pods, uid)
+	m.signalLocked()
 }
 
 // SetContainerReadiness records a readiness probe verdict and updates the
 // container's ready field and the pod's ContainersReady and Ready
-// conditions at once.
+// conditions at once. A verdict for a pod the Manager does not know, or
+// for a container its status does not show or shows terminated, is
+// dropped: it could never count.
 func (m *Manager) SetContainerReadiness(uid types.UID, containerID string, ready bool) {
 	m.setVerdict(uid, containerID, ready, m.ready)
 }
 
 // SetContainerStartup records a startup probe verdict and updates the
-// container's started field.
+// container's started field. Verdicts are dropped as by
+// SetContainerReadiness.
 func (m *Manager) SetContainerStartup(uid types.UID, containerID string, started bool) {
 	m.setVerdict(uid, containerID, started, m.started)
 }
@@ -199,14 +293,18 @@ func (m *Manager) SetContainerStartup(uid types.UID, containerID string, started
 func (m *Manager) setVerdict(uid types.UID, containerID string, v bool, into map[string]bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	e := m.pods[uid]
+	if e == nil || !live(&e.status, containerID) {
+		return
+	}
 	if old, ok := into[containerID]; ok && old == v {
 		return
 	}
 	into[containerID] = v
-	e := m.pods[uid]
-	if e == nil {
-		return
+	if e.verdicts == nil {
+		e.verdicts = map[string]struct{}{}
 	}
+	e.verdicts[containerID] = struct{}{}
 	s := *e.status.DeepCopy()
 	changed := false
 	for _, list := range [][]v1.ContainerStatus{s.ContainerStatuses, s.InitContainerStatuses} {
@@ -282,25 +380,62 @@ func updateReadyConditions(pod *v1.Pod, s *v1.PodStatus, now metav1.Time) {
 
 // Run pushes every status change to the sink until ctx ends. Changes
 // that arrive while a push is under way coalesce: only the newest status
-// of a pod is sent. A failed push is retried after RetryPeriod. Without a
-// sink Run only waits for ctx.
+// of a pod is sent. A failed push is retried after RetryPeriod, then
+// after twice as long for each further failure in a row, up to
+// MaxRetryPeriod; any change also pushes every pod still unsent at once.
+// Run arms a timer only while a push has failed: with nothing to push it
+// waits without waking. Without a sink Run only waits for ctx.
 func (m *Manager) Run(ctx context.Context) error {
-	retry := m.cfg.Clock.NewTicker(m.cfg.RetryPeriod)
-	defer retry.Stop()
+	if m.cfg.Sink == nil {
+		<-ctx.Done()
+		return nil
+	}
+	var (
+		retry   clock.Timer
+		retryC  <-chan time.Time // nil while no retry is due
+		backoff time.Duration
+	)
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-m.notify:
-		case <-retry.C():
+		case <-retryC:
+			retryC = nil
 		}
-		if m.cfg.Sink != nil {
-			m.flush(ctx)
+		if m.flush(ctx) {
+			if retryC != nil {
+				retry.Stop()
+				retryC = nil
+			}
+			backoff = 0
+			continue
 		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if retryC != nil {
+			continue // a retry is already due; a change does not postpone it
+		}
+		switch {
+		case backoff == 0:
+			backoff = m.cfg.RetryPeriod
+		case backoff < m.cfg.MaxRetryPeriod:
+			backoff = min(2*backoff, m.cfg.MaxRetryPeriod)
+		}
+		retry = m.cfg.Clock.NewTimer(backoff)
+		retryC = retry.C()
 	}
 }
 
-func (m *Manager) flush(ctx context.Context) {
+// flush pushes every status the sink does not have yet, and reports
+// whether all of them were accepted.
+func (m *Manager) flush(ctx context.Context) bool {
 	type job struct {
 		uid     types.UID
 		pod     *v1.Pod
@@ -315,11 +450,13 @@ func (m *Manager) flush(ctx context.Context) {
 		}
 	}
 	m.mu.Unlock()
+	ok := true
 	for _, j := range jobs {
 		if err := m.cfg.Sink.UpdatePodStatus(ctx, j.pod, j.status); err != nil {
 			if !errors.Is(err, context.Canceled) {
 				m.cfg.Logger.Error(err, "updating pod status", "pod", j.pod.Namespace+"/"+j.pod.Name, "podUID", j.uid)
 			}
+			ok = false
 			continue
 		}
 		m.mu.Lock()
@@ -328,6 +465,7 @@ func (m *Manager) flush(ctx context.Context) {
 		}
 		m.mu.Unlock()
 	}
+	return ok
 }
 
 // MemorySink keeps the last status it received per pod. It is safe for

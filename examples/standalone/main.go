@@ -276,20 +276,40 @@ func loopback(addr string) error {
 	return fmt.Errorf("%s is not a loopback address", addr)
 }
 
-// printTable prints the pods whenever the table changes.
+// printTable prints the pods whenever the table changes. It redraws when
+// the agent signals a change, at most every 250 ms (a burst of changes
+// makes one redraw when the gap is over), and does nothing in between:
+// an idle agent costs it no wake-up.
 func printTable(ctx context.Context, a *agent.Agent, out io.Writer) {
-	t := time.NewTicker(250 * time.Millisecond)
-	defer t.Stop()
-	last := ""
+	const gap = 250 * time.Millisecond
+	changes, cancel := a.PodChanges()
+	defer cancel()
+	last, drawn := "", time.Time{}
+	draw := func() {
+		drawn = time.Now()
+		if table := render(a.Pods()); table != last {
+			last = table
+			fmt.Fprintf(out, "\n%s %s", drawn.Format("15:04:05"), table)
+		}
+	}
+	draw()
+	var due <-chan time.Time // set while a redraw waits for the gap to pass
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-		}
-		if table := render(a.Pods()); table != last {
-			last = table
-			fmt.Fprintf(out, "\n%s %s", time.Now().Format("15:04:05"), table)
+		case <-changes:
+			if due != nil {
+				continue // the pending redraw will show this change too
+			}
+			if wait := gap - time.Since(drawn); wait > 0 {
+				due = time.After(wait)
+				continue
+			}
+			draw()
+		case <-due:
+			due = nil
+			draw()
 		}
 	}
 }

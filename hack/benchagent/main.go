@@ -3,11 +3,31 @@
 //
 //	go run ./hack/benchagent -pods 100,1000 -idle 60s
 //
-// For each pod count it writes that many one-container static pod
-// manifests, starts examples/fakecri and examples/standalone as separate
-// processes, and reports the time from the agent's start until every pod
-// is Running (read from /pods), the agent's CPU seconds and peak RSS until
-// then, and its CPU use while idle for -idle afterwards, from /proc.
+// For each PLEG kind and pod count it writes that many one-container
+// static pod manifests, starts examples/fakecri and examples/standalone as
+// separate processes (the agent with its live pod table on, output
+// discarded, as people run it; -table=false passes --quiet), and prints a
+// Markdown table, one row per run, of what it read from /proc/PID of the
+// agent:
+//
+//   - to Running: wall time from the agent's start until /pods shows every
+//     pod Running (polled every 200 ms, so ±200 ms);
+//   - CPU to Running: the agent's utime+stime until then (/proc/PID/stat,
+//     10 ms ticks);
+//   - idle CPU: the CPU time the agent's threads ran during the idle window
+//     (-idle long, starting 2 s after all pods run), as a share of one core:
+//     the sum over /proc/PID/task/*/schedstat of the nanoseconds run,
+//     which the scheduler counts exactly (utime and stime are sampled at
+//     the tick and miss short wake-ups);
+//   - wake-ups/s: how often the agent's threads were put on a CPU during
+//     the idle window, per second (the same files' run counts);
+//   - peak RSS: VmHWM, the agent's resident set high-water mark over its
+//     whole life (start-up included), read at the end of the run.
+//
+// -profile FILE writes a CPU profile of the agent (first run only):
+// -profile-idle takes it over the idle window (that run's idle figures
+// then include the profiler's own cost), otherwise 20 s from
+// -profile-delay after the start.
 package main
 
 import (
@@ -20,6 +40,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,16 +52,22 @@ import (
 // clockTicks is USER_HZ, 100 on Linux.
 const clockTicks = 100
 
-// profileDelay is when the CPU profile starts after the agent (-profile-idle moves it past the start).
-var profileDelay = time.Second
+// Flags read by measure.
+var (
+	profileDelay = time.Second
+	profileIdle  bool
+	table        = true
+)
 
 func main() {
 	podsFlag := flag.String("pods", "100,1000", "comma-separated pod counts")
 	idle := flag.Duration("idle", 60*time.Second, "how long to measure idle CPU after the pods run")
 	relist := flag.String("relist", "", "passed to the agent as --relist-period when set")
-	profile := flag.String("profile", "", "write a 20s CPU profile of the agent's start to this file (first pod count only)")
+	profile := flag.String("profile", "", "write a CPU profile of the agent to this file (first run only)")
 	plegs := flag.String("pleg", "generic,evented", "comma-separated PLEG kinds to measure")
-	flag.DurationVar(&profileDelay, "profile-delay", time.Second, "when the -profile window starts after the agent")
+	flag.DurationVar(&profileDelay, "profile-delay", time.Second, "when the 20s -profile window starts after the agent")
+	flag.BoolVar(&profileIdle, "profile-idle", false, "take the -profile over the idle window instead")
+	flag.BoolVar(&table, "table", true, "run the agent with its live pod table (false: --quiet)")
 	flag.Parse()
 	work, err := os.MkdirTemp("", "nodekit-bench-")
 	if err != nil {
@@ -52,7 +79,11 @@ func main() {
 			fail(fmt.Errorf("build %s: %v\n%s", b, err, out))
 		}
 	}
-	fmt.Printf("%-8s %-6s %-12s %-14s %-10s %-10s %s\n", "pleg", "pods", "to-running", "cpu-to-running", "peak-rss", "idle-cpu", "idle-window")
+	commit, _ := exec.Command("git", "log", "-1", "--format=%h %s").Output()
+	fmt.Printf("commit %s", commit)
+	fmt.Printf("idle window %s, live table %v, %d CPUs\n\n", *idle, table, goruntime.NumCPU())
+	fmt.Println("| PLEG | pods | to Running | CPU to Running | idle CPU (% of a core) | wake-ups/s idle | peak RSS |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
 	for _, kind := range strings.Split(*plegs, ",") {
 		for _, s := range strings.Split(*podsFlag, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -64,7 +95,7 @@ func main() {
 			if err != nil {
 				fail(err)
 			}
-			fmt.Printf("%-8s %-6d %-12s %-14s %-10s %-10s %s\n", kind, n, r.toRunning.Round(time.Millisecond), fmt.Sprintf("%.2fs", r.cpu), fmt.Sprintf("%.1fMiB", r.peakRSS), fmt.Sprintf("%.2f%%", r.idlePercent), *idle)
+			fmt.Printf("| %s | %d | %s | %.2f s | %.3f %% | %.1f | %.1f MiB |\n", kind, n, r.toRunning.Round(10*time.Millisecond), r.cpu, r.idlePercent, r.wakeups, r.peakRSS)
 		}
 	}
 }
@@ -74,6 +105,7 @@ type result struct {
 	cpu         float64
 	peakRSS     float64
 	idlePercent float64
+	wakeups     float64
 }
 
 func measure(work string, n int, idle time.Duration, relist, profile string, evented bool) (result, error) {
@@ -107,15 +139,18 @@ func measure(work string, n int, idle time.Duration, relist, profile string, eve
 	addr := lis.Addr().String()
 	lis.Close()
 	args := []string{"--runtime-endpoint", "unix://" + sock, "--manifests", manifests, "--listen", addr, "--node-name", "bench",
-		"--pod-logs-dir", filepath.Join(dir, "logs"), "--pods-dir", filepath.Join(dir, "pods"), "--quiet", fmt.Sprintf("--evented-pleg=%v", evented)}
+		"--pod-logs-dir", filepath.Join(dir, "logs"), "--pods-dir", filepath.Join(dir, "pods"), fmt.Sprintf("--evented-pleg=%v", evented)}
+	if !table {
+		args = append(args, "--quiet")
+	}
 	if relist != "" {
 		args = append(args, "--relist-period", relist)
 	}
+	startProfile := func(seconds int) {}
 	if profile != "" {
 		args = append(args, "--profiling", "127.0.0.1:16060")
-		go func() {
-			time.Sleep(profileDelay)
-			resp, err := http.Get("http://127.0.0.1:16060/debug/pprof/profile?seconds=20")
+		startProfile = func(seconds int) {
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:16060/debug/pprof/profile?seconds=%d", seconds))
 			if err != nil {
 				return
 			}
@@ -126,14 +161,17 @@ func measure(work string, n int, idle time.Duration, relist, profile string, eve
 			}
 			defer f.Close()
 			_, _ = io.Copy(f, resp.Body)
-		}()
+		}
 	}
-	agent := exec.Command(filepath.Join(work, "standalone"), args...)
+	agent := exec.Command(filepath.Join(work, "standalone"), args...) // output to /dev/null
 	start := time.Now()
 	if err := agent.Start(); err != nil {
 		return result{}, err
 	}
 	defer stop(agent)
+	if profile != "" && !profileIdle {
+		go func() { time.Sleep(profileDelay); startProfile(20) }()
+	}
 	pid := agent.Process.Pid
 	deadline := start.Add(5 * time.Minute)
 	for {
@@ -148,11 +186,50 @@ func measure(work string, n int, idle time.Duration, relist, profile string, eve
 	r := result{toRunning: time.Since(start)}
 	r.cpu = cpuSeconds(pid)
 	time.Sleep(2 * time.Second) // let the last status pushes settle
-	before := cpuSeconds(pid)
+	if profile != "" && profileIdle {
+		go startProfile(int(idle.Seconds()))
+	}
+	ranBefore, runsBefore, err := schedstat(pid)
+	if err != nil {
+		return result{}, err
+	}
+	t0 := time.Now()
 	time.Sleep(idle)
-	r.idlePercent = (cpuSeconds(pid) - before) / idle.Seconds() * 100
+	ranAfter, runsAfter, err := schedstat(pid)
+	if err != nil {
+		return result{}, err
+	}
+	window := time.Since(t0)
+	r.idlePercent = float64(ranAfter-ranBefore) / float64(window) * 100
+	r.wakeups = float64(runsAfter-runsBefore) / window.Seconds()
 	r.peakRSS = peakRSS(pid)
 	return r, nil
+}
+
+// schedstat sums, over the threads of a process, the nanoseconds they ran
+// and the number of times they were put on a CPU (/proc/PID/task/*/schedstat).
+// A thread that exits during the window takes its share with it; the Go
+// runtime keeps its threads.
+func schedstat(pid int) (ran time.Duration, runs uint64, err error) {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(tasks) == 0 {
+		return 0, 0, fmt.Errorf("no /proc/%d/task/*/schedstat (needs Linux with schedstats): %v", pid, err)
+	}
+	for _, f := range tasks {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread exited
+		}
+		fields := strings.Fields(string(data))
+		if len(fields) < 3 {
+			return 0, 0, fmt.Errorf("%s: %q", f, data)
+		}
+		ns, _ := strconv.ParseInt(fields[0], 10, 64)
+		n, _ := strconv.ParseUint(fields[2], 10, 64)
+		ran += time.Duration(ns)
+		runs += n
+	}
+	return ran, runs, nil
 }
 
 func stop(c *exec.Cmd) {
