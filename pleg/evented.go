@@ -71,19 +71,37 @@ type EventedConfig struct {
 // dropped as soon as read. Memory is bounded by the number of pods, and
 // a slow inspection never holds up the stream. A pod whose inspection
 // fails keeps the error in the cache and is inspected again with
-// back-off until an inspection succeeds or the pod is gone.
+// back-off until an inspection succeeds or the pod is gone. A pod whose
+// inspection is slow (10 ms or more) waits four times as long before the
+// next one.
 type Evented struct {
 	cfg     EventedConfig
 	generic *Generic
 	queue   *podQueue
 
-	// retries belongs to Run's goroutine.
+	// retries, cooling and deferred belong to Run's goroutine.
 	retries map[types.UID]*retry
+	// cooling: pods whose last inspection took long, not to be inspected
+	// again before the time given.
+	cooling map[types.UID]time.Time
+	// deferred: pods taken from the queue while cooling, queued again on
+	// the tick after their cooling ends.
+	deferred map[types.UID]podRef
 
 	// mu guards streaming.
 	mu        sync.Mutex
 	streaming bool
 }
+
+// coolFactor and coolMin: a pod whose inspection took d >= coolMin is
+// not inspected again for coolFactor*d, so that a pod with thousands of
+// containers, whose every change sends an event, costs the generator at
+// most about 1/(coolFactor+1) of a core and leaves the runtime to the pod
+// workers. Pods that inspect faster than coolMin are never held back.
+const (
+	coolFactor = 4
+	coolMin    = 10 * time.Millisecond
+)
 
 // retry is a pod whose last inspection failed.
 type retry struct {
@@ -117,7 +135,8 @@ func NewEvented(cfg EventedConfig) (*Evented, error) {
 		return nil, err
 	}
 	cfg.Config = g.cfg
-	return &Evented{cfg: cfg, generic: g, queue: newPodQueue(), retries: map[types.UID]*retry{}}, nil
+	return &Evented{cfg: cfg, generic: g, queue: newPodQueue(), retries: map[types.UID]*retry{},
+		cooling: map[types.UID]time.Time{}, deferred: map[types.UID]podRef{}}, nil
 }
 
 // Watch implements Generator.
@@ -182,6 +201,11 @@ func (e *Evented) handOver() {
 		uids = append(uids, uid)
 		delete(e.retries, uid)
 	}
+	for uid := range e.deferred {
+		uids = append(uids, uid)
+		delete(e.deferred, uid)
+	}
+	clear(e.cooling)
 	e.generic.reinspectAtNextRelist(uids)
 }
 
@@ -272,7 +296,11 @@ func (e *Evented) stream(ctx context.Context) error {
 			// One pod per turn, so that ticks and errors are not held up
 			// by a long queue.
 			if uid, ref, ok := e.queue.take(); ok {
-				e.inspect(ctx, uid, ref)
+				if until, cool := e.cooling[uid]; cool && until.After(e.cfg.Clock.Now()) {
+					e.deferred[uid] = ref
+				} else {
+					e.inspect(ctx, uid, ref)
+				}
 			}
 			if e.queue.len() > 0 {
 				e.queue.signal()
@@ -290,12 +318,23 @@ func (e *Evented) stream(ctx context.Context) error {
 	}
 }
 
-// queueDueRetries queues the pods whose retry is due.
+// queueDueRetries queues the pods whose retry is due, and the deferred
+// pods whose cooling ended.
 func (e *Evented) queueDueRetries() {
 	now := e.cfg.Clock.Now()
 	for uid, r := range e.retries {
 		if !r.due.After(now) {
 			e.queue.add(uid, r.ref)
+		}
+	}
+	for uid, until := range e.cooling {
+		if until.After(now) {
+			continue
+		}
+		delete(e.cooling, uid)
+		if ref, ok := e.deferred[uid]; ok {
+			delete(e.deferred, uid)
+			e.queue.add(uid, ref)
 		}
 	}
 }
@@ -309,6 +348,11 @@ func (e *Evented) inspect(ctx context.Context, uid types.UID, ref podRef) {
 	start := e.cfg.Clock.Now()
 	prev, _ := e.cfg.Cache.Get(uid)
 	status, err := e.cfg.Runtime.GetPodStatus(ctx, uid, ref.name, ref.namespace)
+	if took := e.cfg.Clock.Since(start); took >= coolMin {
+		e.cooling[uid] = e.cfg.Clock.Now().Add(coolFactor * took)
+	} else {
+		delete(e.cooling, uid)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return

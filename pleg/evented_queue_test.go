@@ -26,16 +26,19 @@ type scripted struct {
 	runtime.Runtime
 
 	called chan types.UID // every GetPodStatus call, in order
+	clock  *clocktesting.FakeClock
 
 	// mu guards the fields below.
 	mu      sync.Mutex
 	pods    map[types.UID]*runtime.PodStatus
 	failing map[types.UID]bool
 	gates   map[types.UID]chan struct{}
+	// took: how long an inspection of the pod takes on the clock.
+	took map[types.UID]time.Duration
 }
 
 func newScripted(uids ...types.UID) *scripted {
-	s := &scripted{called: make(chan types.UID, 10000), pods: map[types.UID]*runtime.PodStatus{}, failing: map[types.UID]bool{}, gates: map[types.UID]chan struct{}{}}
+	s := &scripted{called: make(chan types.UID, 10000), pods: map[types.UID]*runtime.PodStatus{}, failing: map[types.UID]bool{}, gates: map[types.UID]chan struct{}{}, took: map[types.UID]time.Duration{}}
 	for _, uid := range uids {
 		s.pods[uid] = &runtime.PodStatus{
 			ID: uid, Name: string(uid), Namespace: "ns",
@@ -72,6 +75,9 @@ func (s *scripted) GetPodStatus(ctx context.Context, uid types.UID, name, ns str
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if d := s.took[uid]; d > 0 {
+		s.clock.Step(d)
+	}
 	if s.failing[uid] {
 		return nil, fmt.Errorf("inspecting %s: %w", uid, runtime.ErrUnavailable)
 	}
@@ -153,6 +159,7 @@ func (f *fakeStream) send(t *testing.T, uid types.UID) {
 func startScripted(t *testing.T, rt *scripted) (*pleg.Evented, *fakeStream, *clocktesting.FakeClock, *pleg.Cache) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(t0)
+	rt.clock = clk
 	cache := pleg.NewCache()
 	stream := &fakeStream{events: make(chan *runtimeapi.ContainerEventResponse)}
 	ev, err := pleg.NewEvented(pleg.EventedConfig{
@@ -262,9 +269,7 @@ func TestEventedRetriesFailedInspectionWithBackOff(t *testing.T) {
 
 	stream.send(t, "a")
 	rt.nextCall(t, "for the event")
-	if _, err := freshAfter(t, cache, "a", clk.Now().Add(-time.Nanosecond)); err == nil {
-		t.Fatal("the cache holds no error after a failed inspection")
-	}
+	waitFor(t, "the cache holds the inspection error", func() bool { _, err := cache.Get("a"); return err != nil })
 	// Retries at +1s, +3s (after 2s), +7s (after 4s).
 	for i, step := range []struct {
 		d     time.Duration
@@ -310,7 +315,7 @@ func TestEventedStopsRetryingAGonePod(t *testing.T) {
 	rt.set(func() { rt.failing["a"] = true })
 	stream.send(t, "a")
 	rt.nextCall(t, "for the event")
-	freshAfter(t, cache, "a", clk.Now().Add(-time.Nanosecond))
+	waitFor(t, "the cache holds the inspection error", func() bool { _, err := cache.Get("a"); return err != nil })
 
 	rt.set(func() {
 		delete(rt.pods, "a")
@@ -327,4 +332,37 @@ func TestEventedStopsRetryingAGonePod(t *testing.T) {
 		freshAfter(t, cache, "a", clk.Now().Add(-time.Nanosecond))
 		rt.noCall(t, "once it was gone")
 	}
+}
+
+// A pod whose inspection took long (a pod of thousands of containers) is
+// not inspected again for four times as long, however many events it
+// sends meanwhile; then once.
+func TestEventedHoldsBackAPodThatInspectsSlowly(t *testing.T) {
+	rt := newScripted("a", "b")
+	ev, stream, clk, cache := startScripted(t, rt)
+	rt.set(func() { rt.took["a"] = time.Second })
+
+	stream.send(t, "a")
+	rt.nextCall(t, "for the first event")
+	for i := 0; i < 100; i++ {
+		stream.send(t, "a")
+	}
+	stream.send(t, "b") // other pods are not held back
+	if got := rt.nextCall(t, "for b"); got != "b" {
+		t.Fatalf("inspected %s, want b", got)
+	}
+	waitFor(t, "the queue is empty", func() bool { return len(ev.Queued()) == 0 })
+	for i := 1; i <= 4; i++ {
+		clk.Step(time.Second)
+		if i < 4 {
+			freshAfter(t, cache, "a", clk.Now().Add(-time.Nanosecond))
+			rt.noCall(t, fmt.Sprintf("%ds after a slow inspection", i))
+		}
+	}
+	if got := rt.nextCall(t, "4s after the slow inspection"); got != "a" {
+		t.Fatalf("inspected %s, want a", got)
+	}
+	clk.Step(time.Minute)
+	freshAfter(t, cache, "a", clk.Now().Add(-time.Nanosecond))
+	rt.noCall(t, "once the held-back events were served")
 }
