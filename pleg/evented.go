@@ -307,10 +307,10 @@ func (e *Evented) stream(ctx context.Context) error {
 			}
 		case <-tick.C():
 			e.queueDueRetries()
-			// Nothing pending: every pod's entry is current.
-			if e.queue.len() == 0 {
+			e.generic.touch()
+			// Nothing pending or held back: every pod's entry is current.
+			if e.queue.len() == 0 && len(e.deferred) == 0 {
 				e.cfg.Cache.UpdateTime(e.cfg.Clock.Now())
-				e.generic.touch()
 			}
 		case <-safety.C():
 			e.generic.Relist(ctx)

@@ -82,7 +82,8 @@ func (s *scripted) GetPodStatus(ctx context.Context, uid types.UID, name, ns str
 		return nil, fmt.Errorf("inspecting %s: %w", uid, runtime.ErrUnavailable)
 	}
 	if st := s.pods[uid]; st != nil {
-		return st, nil
+		cp := *st // a new value per inspection, told apart in the cache
+		return &cp, nil
 	}
 	return &runtime.PodStatus{ID: uid, Name: name, Namespace: ns}, nil
 }
@@ -275,10 +276,10 @@ func TestEventedRetriesFailedInspectionWithBackOff(t *testing.T) {
 		d     time.Duration
 		retry bool
 	}{{time.Second, true}, {time.Second, false}, {time.Second, true}, {3 * time.Second, false}, {time.Second, true}} {
-		clk.Step(step.d)
 		if i == 4 {
 			rt.set(func() { rt.failing["a"] = false })
 		}
+		clk.Step(step.d)
 		if step.retry {
 			rt.nextCall(t, fmt.Sprintf("at step %d", i))
 		}
@@ -347,16 +348,30 @@ func TestEventedHoldsBackAPodThatInspectsSlowly(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		stream.send(t, "a")
 	}
+	before, _ := cache.Get("b")
 	stream.send(t, "b") // other pods are not held back
 	if got := rt.nextCall(t, "for b"); got != "b" {
 		t.Fatalf("inspected %s, want b", got)
 	}
+	before = settled(t, cache, "b", before)
 	waitFor(t, "the queue is empty", func() bool { return len(ev.Queued()) == 0 })
+	held := clk.Now()
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
 	for i := 1; i <= 4; i++ {
 		clk.Step(time.Second)
 		if i < 4 {
-			freshAfter(t, cache, "a", clk.Now().Add(-time.Nanosecond))
+			stream.send(t, "b") // the inspection of b comes after the tick
+			if got := rt.nextCall(t, "for b"); got != "b" {
+				t.Fatalf("%ds after a slow inspection: inspected %s, want b", i, got)
+			}
+			// b's inspection is over before the clock moves again.
+			before = settled(t, cache, "b", before)
 			rt.noCall(t, fmt.Sprintf("%ds after a slow inspection", i))
+			// a's entry is stale: the cache is not declared current.
+			if _, err := cache.GetNewerThan(done, "c", held); err == nil {
+				t.Fatalf("%ds after a slow inspection: the cache was declared current while a was held back", i)
+			}
 		}
 	}
 	if got := rt.nextCall(t, "4s after the slow inspection"); got != "a" {
@@ -365,4 +380,16 @@ func TestEventedHoldsBackAPodThatInspectsSlowly(t *testing.T) {
 	clk.Step(time.Minute)
 	freshAfter(t, cache, "a", clk.Now().Add(-time.Nanosecond))
 	rt.noCall(t, "once the held-back events were served")
+}
+
+// settled waits until the cache holds a status of uid other than prev
+// (the inspection under way is over) and returns it.
+func settled(t *testing.T, cache *pleg.Cache, uid types.UID, prev *runtime.PodStatus) *runtime.PodStatus {
+	t.Helper()
+	var st *runtime.PodStatus
+	waitFor(t, "the inspection of "+string(uid)+" is recorded", func() bool {
+		st, _ = cache.Get(uid)
+		return st != prev
+	})
+	return st
 }
