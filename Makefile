@@ -28,3 +28,6 @@ bench:
 
 bench-agent:
 	hack/bench-agent.sh
+
+bench-bigpod:
+	$(GO) run ./hack/bigpod

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // EventStreamer is the CRI event stream; every
@@ -18,6 +21,19 @@ import (
 type EventStreamer interface {
 	GetContainerEvents(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse, established func(runtimeapi.RuntimeService_GetContainerEventsClient)) error
 }
+
+// streamBuffer is the capacity of the channel the CRI stream is read
+// into. The reader moves each event into the pod queue at once, so it
+// need not be large.
+const streamBuffer = 16
+
+// Defaults of EventedConfig.
+const (
+	DefaultSafetyRelistPeriod = 5 * time.Minute
+	DefaultRetryPeriod        = 10 * time.Second
+	DefaultInspectBackOff     = time.Second
+	DefaultInspectBackOffMax  = 30 * time.Second
+)
 
 // EventedConfig configures an evented generator.
 type EventedConfig struct {
@@ -32,22 +48,66 @@ type EventedConfig struct {
 	// RetryPeriod is how soon a broken or refused stream is tried again;
 	// meanwhile the generator relists every RelistPeriod. Default 10s.
 	RetryPeriod time.Duration
+	// InspectBackOff is how soon a pod whose inspection failed is
+	// inspected again; the delay doubles at each failure up to
+	// InspectBackOffMax. Defaults 1s and 30s. Retries are due on the
+	// generator's one-second tick, so delays are rounded up to it.
+	InspectBackOff    time.Duration
+	InspectBackOffMax time.Duration
 }
 
-// Evented generates events from the CRI container event stream: each
-// event makes it inspect that pod alone (GetPodStatus), update the cache
-// and emit the matching pod lifecycle event, so a change is seen within
-// milliseconds and an idle node costs nothing but a tick a second. It
-// relists at start and every SafetyRelistPeriod; when the stream is
-// refused (Unimplemented) or breaks it falls back to relisting every
-// RelistPeriod and tries the stream again every RetryPeriod.
+// Evented generates events from the CRI container event stream: an
+// event queues its pod for inspection (GetPodStatus); the inspection
+// updates the cache and emits an event per container or sandbox whose
+// state differs from the pod's previous cached status, so a change is
+// seen within milliseconds and an idle node costs nothing but a tick a
+// second. It relists at start and every SafetyRelistPeriod; when the
+// stream is refused (Unimplemented) or breaks it falls back to relisting
+// every RelistPeriod and tries the stream again every RetryPeriod.
+//
+// The stream is read on its own goroutine into a queue of pod UIDs: a
+// pod is queued once however many events name it, and the events
+// themselves (each carrying every container's status of its pod) are
+// dropped as soon as read. Memory is bounded by the number of pods, and
+// a slow inspection never holds up the stream. A pod whose inspection
+// fails keeps the error in the cache and is inspected again with
+// back-off until an inspection succeeds or the pod is gone. A pod whose
+// inspection is slow (10 ms or more) waits four times as long before the
+// next one.
 type Evented struct {
 	cfg     EventedConfig
 	generic *Generic
+	queue   *podQueue
+
+	// retries, cooling and deferred belong to Run's goroutine.
+	retries map[types.UID]*retry
+	// cooling: pods whose last inspection took long, not to be inspected
+	// again before the time given.
+	cooling map[types.UID]time.Time
+	// deferred: pods taken from the queue while cooling, queued again on
+	// the tick after their cooling ends.
+	deferred map[types.UID]podRef
 
 	// mu guards streaming.
 	mu        sync.Mutex
 	streaming bool
+}
+
+// coolFactor and coolMin: a pod whose inspection took d >= coolMin is
+// not inspected again for coolFactor*d, so that a pod with thousands of
+// containers, whose every change sends an event, costs the generator at
+// most about 1/(coolFactor+1) of a core and leaves the runtime to the pod
+// workers. Pods that inspect faster than coolMin are never held back.
+const (
+	coolFactor = 4
+	coolMin    = 10 * time.Millisecond
+)
+
+// retry is a pod whose last inspection failed.
+type retry struct {
+	ref   podRef
+	delay time.Duration
+	due   time.Time
 }
 
 var _ Generator = (*Evented)(nil)
@@ -58,17 +118,25 @@ func NewEvented(cfg EventedConfig) (*Evented, error) {
 		return nil, errors.New("pleg: EventedConfig.Streamer is required")
 	}
 	if cfg.SafetyRelistPeriod <= 0 {
-		cfg.SafetyRelistPeriod = 5 * time.Minute
+		cfg.SafetyRelistPeriod = DefaultSafetyRelistPeriod
 	}
 	if cfg.RetryPeriod <= 0 {
-		cfg.RetryPeriod = 10 * time.Second
+		cfg.RetryPeriod = DefaultRetryPeriod
 	}
+	if cfg.InspectBackOff <= 0 {
+		cfg.InspectBackOff = DefaultInspectBackOff
+	}
+	if cfg.InspectBackOffMax <= 0 {
+		cfg.InspectBackOffMax = DefaultInspectBackOffMax
+	}
+	cfg.InspectBackOffMax = max(cfg.InspectBackOffMax, cfg.InspectBackOff)
 	g, err := NewGeneric(cfg.Config)
 	if err != nil {
 		return nil, err
 	}
 	cfg.Config = g.cfg
-	return &Evented{cfg: cfg, generic: g}, nil
+	return &Evented{cfg: cfg, generic: g, queue: newPodQueue(), retries: map[types.UID]*retry{},
+		cooling: map[types.UID]time.Time{}, deferred: map[types.UID]podRef{}}, nil
 }
 
 // Watch implements Generator.
@@ -86,7 +154,8 @@ func (e *Evented) Healthy() error {
 	return e.generic.Healthy()
 }
 
-// Streaming reports whether the event stream is up.
+// Streaming reports whether the event stream is up: it has stood for a
+// moment (or delivered an event) and the relist that follows is done.
 func (e *Evented) Streaming() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -105,6 +174,7 @@ func (e *Evented) Run(ctx context.Context) error {
 	for {
 		err := e.stream(ctx)
 		e.setStreaming(false)
+		e.handOver()
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -113,6 +183,30 @@ func (e *Evented) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// handOver gives the pods still queued or awaiting a retry to the
+// relists, which inspect them at the next pass, now that the stream is
+// down.
+func (e *Evented) handOver() {
+	var uids []types.UID
+	for {
+		uid, _, ok := e.queue.take()
+		if !ok {
+			break
+		}
+		uids = append(uids, uid)
+	}
+	for uid := range e.retries {
+		uids = append(uids, uid)
+		delete(e.retries, uid)
+	}
+	for uid := range e.deferred {
+		uids = append(uids, uid)
+		delete(e.deferred, uid)
+	}
+	clear(e.cooling)
+	e.generic.reinspectAtNextRelist(uids)
 }
 
 // relistFor relists every RelistPeriod for d; false when ctx ended.
@@ -133,22 +227,50 @@ func (e *Evented) relistFor(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// read moves the stream's events into the pod queue until ctx ends. It
+// never blocks on the inspector.
+func (e *Evented) read(ctx context.Context, ch <-chan *runtimeapi.ContainerEventResponse) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-ch:
+			m := ev.GetPodSandboxStatus().GetMetadata()
+			if m.GetUid() == "" {
+				continue
+			}
+			// Copies, so that nothing of the event stays reachable.
+			e.queue.add(types.UID(strings.Clone(m.GetUid())), podRef{strings.Clone(m.GetName()), strings.Clone(m.GetNamespace())})
+		}
+	}
+}
+
 // stream consumes the event stream until it fails or ctx ends.
 func (e *Evented) stream(ctx context.Context) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ch := make(chan *runtimeapi.ContainerEventResponse, e.cfg.EventBuffer)
+	ch := make(chan *runtimeapi.ContainerEventResponse, streamBuffer)
 	errc := make(chan error, 1)
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		errc <- e.cfg.Streamer.GetContainerEvents(sctx, ch, nil)
 	}()
+	go func() {
+		defer wg.Done()
+		e.read(sctx, ch)
+	}()
 	defer wg.Wait()
 	defer cancel()
 
-	// The stream counts as up once it has not failed for a moment.
+	tick := e.cfg.Clock.NewTicker(time.Second)
+	defer tick.Stop()
+	safety := e.cfg.Clock.NewTicker(e.cfg.SafetyRelistPeriod)
+	defer safety.Stop()
+
+	// The stream counts as up once it has not failed for a moment, or
+	// once it delivered an event.
 	settle := e.cfg.Clock.NewTimer(100 * time.Millisecond)
 	defer settle.Stop()
 	select {
@@ -156,32 +278,39 @@ func (e *Evented) stream(ctx context.Context) error {
 		return fmt.Errorf("pleg: container events: %w", err)
 	case <-ctx.Done():
 		return ctx.Err()
-	case ev := <-ch:
-		e.setStreaming(true)
-		e.handle(ctx, ch, ev)
+	case <-e.queue.ready:
+		e.queue.signal() // put it back for the loop below
 	case <-settle.C():
-		e.setStreaming(true)
 	}
 	// Relist once now the stream is up, to catch what happened before.
 	e.generic.Relist(ctx)
+	e.setStreaming(true)
 
-	tick := e.cfg.Clock.NewTicker(time.Second)
-	defer tick.Stop()
-	safety := e.cfg.Clock.NewTicker(e.cfg.SafetyRelistPeriod)
-	defer safety.Stop()
 	for {
 		select {
 		case err := <-errc:
 			return fmt.Errorf("pleg: container events: %w", err)
 		case <-ctx.Done():
 			return ctx.Err()
-		case ev := <-ch:
-			e.handle(ctx, ch, ev)
+		case <-e.queue.ready:
+			// One pod per turn, so that ticks and errors are not held up
+			// by a long queue.
+			if uid, ref, ok := e.queue.take(); ok {
+				if until, cool := e.cooling[uid]; cool && until.After(e.cfg.Clock.Now()) {
+					e.deferred[uid] = ref
+				} else {
+					e.inspect(ctx, uid, ref)
+				}
+			}
+			if e.queue.len() > 0 {
+				e.queue.signal()
+			}
 		case <-tick.C():
-			// No event pending: every pod's entry is current.
-			if len(ch) == 0 {
+			e.queueDueRetries()
+			e.generic.touch()
+			// Nothing pending or held back: every pod's entry is current.
+			if e.queue.len() == 0 && len(e.deferred) == 0 {
 				e.cfg.Cache.UpdateTime(e.cfg.Clock.Now())
-				e.generic.touch()
 			}
 		case <-safety.C():
 			e.generic.Relist(ctx)
@@ -189,54 +318,85 @@ func (e *Evented) stream(ctx context.Context) error {
 	}
 }
 
-// handle processes an event and every other one already queued,
-// inspecting each pod once.
-func (e *Evented) handle(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse, first *runtimeapi.ContainerEventResponse) {
-	type podRef struct{ name, namespace string }
-	pods := map[types.UID]podRef{}
-	var events []*Event
-	add := func(ev *runtimeapi.ContainerEventResponse) {
-		m := ev.GetPodSandboxStatus().GetMetadata()
-		if m.GetUid() == "" {
-			return
-		}
-		uid := types.UID(m.GetUid())
-		pods[uid] = podRef{m.GetName(), m.GetNamespace()}
-		var typ EventType
-		switch ev.GetContainerEventType() {
-		case runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT:
-			typ = ContainerStarted
-		case runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT:
-			typ = ContainerDied
-		case runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT:
-			typ = ContainerRemoved
-		default:
-			typ = ContainerChanged
-		}
-		events = append(events, &Event{ID: uid, Type: typ, Data: ev.GetContainerId()})
-	}
-	add(first)
-	for more := true; more; {
-		select {
-		case ev := <-ch:
-			add(ev)
-		default:
-			more = false
+// queueDueRetries queues the pods whose retry is due, and the deferred
+// pods whose cooling ended.
+func (e *Evented) queueDueRetries() {
+	now := e.cfg.Clock.Now()
+	for uid, r := range e.retries {
+		if !r.due.After(now) {
+			e.queue.add(uid, r.ref)
 		}
 	}
-	start := e.cfg.Clock.Now()
-	for uid, ref := range pods {
-		status, err := e.cfg.Runtime.GetPodStatus(ctx, uid, ref.name, ref.namespace)
-		if err != nil && ctx.Err() == nil {
-			e.cfg.Logger.Error(err, "inspecting pod", "pod", ref.namespace+"/"+ref.name, "podUID", uid)
-		}
-		if err == nil && len(status.SandboxStatuses) == 0 && len(status.ContainerStatuses) == 0 {
-			e.cfg.Cache.Delete(uid)
+	for uid, until := range e.cooling {
+		if until.After(now) {
 			continue
 		}
-		e.cfg.Cache.Set(uid, status, err, start)
+		delete(e.cooling, uid)
+		if ref, ok := e.deferred[uid]; ok {
+			delete(e.deferred, uid)
+			e.queue.add(uid, ref)
+		}
 	}
-	e.generic.send(ctx, events)
+}
+
+// inspect observes one pod: it updates the cache and emits an event for
+// each container or sandbox whose state differs from the pod's previous
+// cached status. A failed inspection leaves the error in the cache and
+// schedules a retry with back-off; a pod with nothing left in the
+// runtime is forgotten.
+func (e *Evented) inspect(ctx context.Context, uid types.UID, ref podRef) {
+	start := e.cfg.Clock.Now()
+	prev, _ := e.cfg.Cache.Get(uid)
+	status, err := e.cfg.Runtime.GetPodStatus(ctx, uid, ref.name, ref.namespace)
+	if took := e.cfg.Clock.Since(start); took >= coolMin {
+		e.cooling[uid] = e.cfg.Clock.Now().Add(coolFactor * took)
+	} else {
+		delete(e.cooling, uid)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		e.cfg.Logger.Error(err, "inspecting pod", "pod", ref.namespace+"/"+ref.name, "podUID", uid)
+		r := e.retries[uid]
+		if r == nil {
+			r = &retry{ref: ref, delay: e.cfg.InspectBackOff}
+			e.retries[uid] = r
+		} else {
+			r.delay = min(2*r.delay, e.cfg.InspectBackOffMax)
+		}
+		r.due = e.cfg.Clock.Now().Add(r.delay)
+		e.cfg.Cache.Set(uid, status, err, start)
+		return
+	}
+	delete(e.retries, uid)
+	cur := statesOf(status)
+	if len(cur) == 0 {
+		e.cfg.Cache.Delete(uid)
+	} else {
+		e.cfg.Cache.Set(uid, status, nil, start)
+	}
+	e.generic.send(ctx, diff(uid, statesOf(prev), cur))
+}
+
+// statesOf returns the state of each container and sandbox of a status,
+// by ID, as a relist records them.
+func statesOf(s *runtime.PodStatus) map[string]runtime.ContainerState {
+	if s == nil {
+		return nil
+	}
+	out := make(map[string]runtime.ContainerState, len(s.ContainerStatuses)+len(s.SandboxStatuses))
+	for _, c := range s.ContainerStatuses {
+		out[c.ID.ID] = c.State
+	}
+	for _, sb := range s.SandboxStatuses {
+		if sb.State == runtime.SandboxStateReady {
+			out[sb.ID] = runtime.ContainerStateRunning
+		} else {
+			out[sb.ID] = runtime.ContainerStateExited
+		}
+	}
+	return out
 }
 
 // touch records that the runtime was observed now, for Healthy.
@@ -244,4 +404,22 @@ func (g *Generic) touch() {
 	g.mu.Lock()
 	g.lastRelist = g.cfg.Clock.Now()
 	g.mu.Unlock()
+}
+
+// reinspectAtNextRelist makes the next relist inspect the pods, changed
+// or not.
+func (g *Generic) reinspectAtNextRelist(uids []types.UID) {
+	if len(uids) == 0 {
+		return
+	}
+	g.relistMu.Lock() // a relist in progress would overwrite the set
+	defer g.relistMu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.reinspect == nil {
+		g.reinspect = map[types.UID]bool{}
+	}
+	for _, uid := range uids {
+		g.reinspect[uid] = true
+	}
 }

@@ -33,6 +33,31 @@ type container struct {
 	timer      clock.Timer
 	// exited is closed when the container leaves the running state.
 	exited chan struct{}
+	// snap is the status events carry, built when snapOf changes.
+	snap   *runtimeapi.ContainerStatus
+	snapOf snapKey
+}
+
+// snapKey is every mutable field status reads.
+type snapKey struct {
+	state                    runtimeapi.ContainerState
+	startedAt, finishedAt    int64
+	exitCode                 int32
+	reason, message, logPath string
+	image                    *image
+	resources                *runtimeapi.ContainerResources
+}
+
+// eventStatus returns the container's status for events: one shared
+// value, rebuilt only when the container changed, so that an event of a
+// pod with n containers costs n pointers rather than n new statuses.
+// Receivers must not mutate it.
+func (c *container) eventStatus() *runtimeapi.ContainerStatus {
+	k := snapKey{c.state, c.startedAt, c.finishedAt, c.exitCode, c.reason, c.message, c.logPath, c.image, c.resources}
+	if c.snap == nil || k != c.snapOf {
+		c.snap, c.snapOf = c.status(), k
+	}
+	return c.snap
 }
 
 // containerName is the name containerd reserves for a container:
@@ -152,6 +177,7 @@ func (r *Runtime) CreateContainer(_ context.Context, sandboxID string, config *r
 	}
 	r.containers[c.id] = c
 	sb.containers[c.id] = c
+	sb.addSorted(c)
 	r.names[name] = c.id
 	r.emit(c.id, sb, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
 	return c.id, nil
@@ -324,6 +350,7 @@ func (r *Runtime) removeContainerLocked(c *container) {
 	delete(r.containers, c.id)
 	if sb := r.sandboxes[c.sandboxID]; sb != nil {
 		delete(sb.containers, c.id)
+		sb.removeSorted(c)
 		delete(r.names, containerName(sb, c.config.GetMetadata()))
 	}
 	r.emit(c.id, r.sandboxes[c.sandboxID], runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)

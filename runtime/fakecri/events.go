@@ -10,7 +10,9 @@ import (
 
 // broadcaster fans container events out to subscribers. Each subscriber
 // has an unbounded queue, so a slow reader never blocks the runtime and
-// never misses an event.
+// never misses an event. A queued event holds its sandbox's status but
+// not its containers': those are filled in as it is delivered, so a
+// backlog of a big pod's events costs little.
 type broadcaster struct {
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}
@@ -19,7 +21,7 @@ type broadcaster struct {
 
 type subscriber struct {
 	mu     sync.Mutex
-	queue  []*runtimeapi.ContainerEventResponse
+	queue  []queuedEvent
 	notify chan struct{} // capacity 1: "the queue may be non-empty"
 	done   chan struct{} // closed by closeAll
 }
@@ -45,7 +47,14 @@ func (b *broadcaster) unsubscribe(s *subscriber) {
 	delete(b.subs, s)
 }
 
-func (b *broadcaster) publish(ev *runtimeapi.ContainerEventResponse) {
+// queuedEvent is an event without its containers' statuses, and the
+// sandbox they are taken from when it is delivered (nil: none).
+type queuedEvent struct {
+	ev *runtimeapi.ContainerEventResponse
+	sb *sandbox
+}
+
+func (b *broadcaster) publish(ev queuedEvent) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for s := range b.subs {
@@ -75,7 +84,7 @@ func (b *broadcaster) closeAll() {
 	}
 }
 
-func (s *subscriber) take() []*runtimeapi.ContainerEventResponse {
+func (s *subscriber) take() []queuedEvent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q := s.queue
@@ -83,9 +92,11 @@ func (s *subscriber) take() []*runtimeapi.ContainerEventResponse {
 	return q
 }
 
-// emit publishes an event about container (or sandbox) id of sandbox sb,
-// with the sandbox's status and all its containers' statuses, as
-// containerd does. The caller holds r.mu.
+// emit publishes an event about container (or sandbox) id of sandbox sb.
+// The event carries the sandbox's status as of now and, once delivered,
+// the statuses of all the sandbox's containers as of its delivery, as
+// containerd's do (containerd too reads them when it handles the event).
+// The caller holds r.mu.
 func (r *Runtime) emit(id string, sb *sandbox, typ runtimeapi.ContainerEventType) {
 	if !r.events.active() {
 		return
@@ -97,15 +108,38 @@ func (r *Runtime) emit(id string, sb *sandbox, typ runtimeapi.ContainerEventType
 	}
 	if sb != nil {
 		ev.PodSandboxStatus = sb.status()
-		ev.ContainersStatuses = r.containerStatusesLocked(sb.id)
 	}
-	r.events.publish(ev)
+	r.events.publish(queuedEvent{ev: ev, sb: sb})
+}
+
+// delivered returns the event to send for q: a new response with the
+// containers' statuses of now. A container's status is built once per
+// change of the container and shared by every event that carries it, so
+// an event costs a pointer per container.
+func (r *Runtime) delivered(q queuedEvent) *runtimeapi.ContainerEventResponse {
+	out := &runtimeapi.ContainerEventResponse{
+		ContainerId:        q.ev.ContainerId,
+		ContainerEventType: q.ev.ContainerEventType,
+		CreatedAt:          q.ev.CreatedAt,
+		PodSandboxStatus:   q.ev.PodSandboxStatus,
+	}
+	if q.sb != nil {
+		r.mu.Lock()
+		out.ContainersStatuses = make([]*runtimeapi.ContainerStatus, len(q.sb.sorted))
+		for i, c := range q.sb.sorted {
+			out.ContainersStatuses[i] = c.eventStatus()
+		}
+		r.mu.Unlock()
+	}
+	return out
 }
 
 // GetContainerEvents implements RuntimeService: it sends every container
 // and sandbox lifecycle event from now on to ch, in order, until ctx ends
-// or Close is called. It blocks; connectionEstablished, if not nil, is
-// called with a nil stream once the subscription is in place. Sending to
+// or Close is called. The statuses in the events are shared with other
+// events and subscribers and must not be modified. It blocks;
+// connectionEstablished, if not nil, is called with a nil stream once the
+// subscription is in place. Sending to
 // ch blocks when ch is full; events are queued meanwhile, never dropped.
 // It returns ctx's error, or Unavailable after Close.
 func (r *Runtime) GetContainerEvents(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse, connectionEstablished func(runtimeapi.RuntimeService_GetContainerEventsClient)) error {
@@ -131,9 +165,9 @@ func (r *Runtime) GetContainerEvents(ctx context.Context, ch chan *runtimeapi.Co
 			return errorf(codes.Unavailable, "fakecri: runtime is closed")
 		case <-s.notify:
 		}
-		for _, ev := range s.take() {
+		for _, q := range s.take() {
 			select {
-			case ch <- ev:
+			case ch <- r.delivered(q):
 			case <-ctx.Done():
 				return ctx.Err()
 			case <-s.done:

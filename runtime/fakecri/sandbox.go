@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -22,6 +23,8 @@ type sandbox struct {
 	resources *runtimeapi.LinuxContainerResources
 	// containers of this sandbox, by ID.
 	containers map[string]*container
+	// sorted is containers in ID order.
+	sorted []*container
 }
 
 func (s *sandbox) name() string {
@@ -156,7 +159,7 @@ func (r *Runtime) RemovePodSandbox(_ context.Context, id string) error {
 		return err
 	}
 	r.stopSandboxLocked(sb)
-	for _, c := range r.sandboxContainersLocked(sb.id) {
+	for _, c := range slices.Clone(r.sandboxContainersLocked(sb.id)) {
 		r.removeContainerLocked(c)
 	}
 	delete(r.sandboxes, sb.id)
@@ -200,16 +203,24 @@ func (r *Runtime) containerStatusesLocked(sandboxID string) []*runtimeapi.Contai
 }
 
 // sandboxContainersLocked returns the sandbox's containers in ID order.
+// The slice is the sandbox's own, changed in place when a container is
+// added or removed; callers must not keep it across such a change.
 func (r *Runtime) sandboxContainersLocked(sandboxID string) []*container {
-	sb := r.sandboxes[sandboxID]
-	if sb == nil {
-		return nil
+	if sb := r.sandboxes[sandboxID]; sb != nil {
+		return sb.sorted
 	}
-	out := make([]*container, 0, len(sb.containers))
-	for _, id := range slices.Sorted(maps.Keys(sb.containers)) {
-		out = append(out, sb.containers[id])
+	return nil
+}
+
+func (s *sandbox) addSorted(c *container) {
+	i, _ := slices.BinarySearchFunc(s.sorted, c.id, func(x *container, id string) int { return strings.Compare(x.id, id) })
+	s.sorted = slices.Insert(s.sorted, i, c)
+}
+
+func (s *sandbox) removeSorted(c *container) {
+	if i, ok := slices.BinarySearchFunc(s.sorted, c.id, func(x *container, id string) int { return strings.Compare(x.id, id) }); ok {
+		s.sorted = slices.Delete(s.sorted, i, i+1)
 	}
-	return out
 }
 
 // ListPodSandbox implements RuntimeService. Filters match by ID (or a
