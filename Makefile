@@ -5,7 +5,7 @@
 
 GO ?= go
 
-.PHONY: run test check unit e2e bench bench-agent
+.PHONY: run test check unit e2e bench bench-agent bench-bigpod
 
 run:
 	$(GO) run ./examples/standalone
