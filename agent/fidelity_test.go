@@ -145,15 +145,7 @@ func startFidelity(t *testing.T, recordKills bool) *fidelity {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	})
+	runUntilCleanup(t, a)
 	f.send(podsource.SET)
 	return f
 }

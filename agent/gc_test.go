@@ -65,15 +65,7 @@ func TestHungContainerGCDoesNotStopPodSyncs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run() = %v", err)
-		}
-	}()
+	runUntilCleanup(t, a)
 	eventually(t, "a collection hangs", func() bool { calls, _ := gc.stats(); return calls > 0 })
 	writeManifest(t, dir, "web", "Always")
 	eventually(t, "the pod added after the hung collection runs", func() bool {

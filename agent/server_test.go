@@ -28,15 +28,7 @@ func serving(t *testing.T, httpCfg agent.HTTPConfig) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	})
+	runUntilCleanup(t, a)
 	addr := a.Addr()
 	if addr == "" {
 		t.Fatal("the agent did not listen")
@@ -164,4 +156,19 @@ func TestHTTPServerClosesIdleConnections(t *testing.T) {
 	if !errors.Is(err, io.EOF) {
 		t.Errorf("reading the idle connection: %v, want EOF (closed by the server after IdleTimeout)", err)
 	}
+}
+
+// runUntilCleanup runs a until the test ends, and fails the test if Run
+// returns an error.
+func runUntilCleanup(t *testing.T, a *agent.Agent) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	})
 }
