@@ -379,24 +379,28 @@ func TestFailedSyncIsDueAfterBackOff(t *testing.T) {
 	e.h.fail["sync"] = 1
 	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
 	e.next()
-	waitFor(t, func() bool { st, ok := e.pw.PodState(p.UID); return ok && st == podworkers.Syncing })
-	if due := e.pw.Due(e.clock.Now()); len(due) != 0 {
-		t.Errorf("due at once after a failure: %v", due)
-	}
-	e.clock.Step(10 * time.Second)
-	var due []types.UID
-	waitFor(t, func() bool { due = e.pw.Due(e.clock.Now()); return len(due) == 1 })
+	// The failure is recorded after the handler returns; the clock stays
+	// put, so whenever that happens the pod is due at now+10s and never
+	// before.
+	waitFor(t, func() bool {
+		if due := e.pw.Due(e.clock.Now().Add(10*time.Second - time.Nanosecond)); len(due) != 0 {
+			t.Fatalf("due before the back-off after a failure: %v", due)
+		}
+		return len(e.pw.Due(e.clock.Now().Add(10*time.Second))) == 1
+	})
 	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p})
 	if c := e.next(); c.kind != "sync" || c.typ != podworkers.SyncPodSync {
 		t.Errorf("retry %+v", c)
 	}
-	// After a success the pod is due again after the resync interval.
-	e.clock.Step(59 * time.Second)
-	if due := e.pw.Due(e.clock.Now()); len(due) != 0 {
-		t.Errorf("due before the resync interval: %v", due)
-	}
-	e.clock.Step(time.Second)
-	waitFor(t, func() bool { return len(e.pw.Due(e.clock.Now())) == 1 })
+	// After a success the pod is due again after the resync interval,
+	// counted from the end of the sync. The clock stays put, so whenever
+	// the worker finishes, the pod is due at now+60s and never at now+59s.
+	waitFor(t, func() bool {
+		if due := e.pw.Due(e.clock.Now().Add(59 * time.Second)); len(due) != 0 {
+			t.Fatalf("due before the resync interval: %v", due)
+		}
+		return len(e.pw.Due(e.clock.Now().Add(60*time.Second))) == 1
+	})
 }
 
 func TestManyPods(t *testing.T) {
