@@ -1,0 +1,67 @@
+package kube_test
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nodekit/nodekit/kube"
+)
+
+// A Node registers itself and reports its status. Here the API server is
+// client-go's fake clientset; in a cluster it is
+// kubernetes.NewForConfig(restConfig) with the node's credentials.
+func ExampleNode() {
+	client := fake.NewClientset()
+	n, err := kube.NewNode(kube.NodeConfig{
+		Client: client,
+		Name:   "edge-1",
+		Labels: map[string]string{"node.kubernetes.io/role": "edge"},
+		Resources: fixedCapacity{
+			v1.ResourceCPU:              resource.MustParse("2"),
+			v1.ResourceMemory:           resource.MustParse("4Gi"),
+			v1.ResourceEphemeralStorage: resource.MustParse("20Gi"),
+		},
+		Reserved: v1.ResourceList{v1.ResourceMemory: resource.MustParse("512Mi")},
+		MaxPods:  50,
+		Health:   func() error { return nil }, // e.g. agent.Agent's Healthy
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- n.Run(ctx) }()
+	<-n.Registered()
+	cancel()
+	<-done
+
+	node, err := client.CoreV1().Nodes().Get(context.Background(), "edge-1", metav1.GetOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	mem := node.Status.Allocatable[v1.ResourceMemory]
+	pods := node.Status.Allocatable[v1.ResourcePods]
+	fmt.Println("role:", node.Labels["node.kubernetes.io/role"])
+	fmt.Println("allocatable memory:", mem.String(), "pods:", pods.String())
+	for _, c := range node.Status.Conditions {
+		fmt.Println(c.Type, c.Status, c.Reason)
+	}
+	// Output:
+	// role: edge
+	// allocatable memory: 3584Mi pods: 50
+	// MemoryPressure False KubeletHasSufficientMemory
+	// DiskPressure False KubeletHasNoDiskPressure
+	// PIDPressure False KubeletHasSufficientPID
+	// Ready True KubeletReady
+}
+
+type fixedCapacity v1.ResourceList
+
+func (f fixedCapacity) Capacity() (v1.ResourceList, error) { return v1.ResourceList(f).DeepCopy(), nil }
