@@ -8,16 +8,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-
 	"github.com/nodekit/nodekit/kube"
 	"github.com/nodekit/nodekit/kube/internal/apiservertest"
+	"github.com/nodekit/nodekit/podsource"
 )
 
 // eventually polls cond every 100ms for at most d, failing with the last
@@ -186,6 +187,59 @@ func TestAgainstAPIServer(t *testing.T) {
 			}
 			return l.Spec.RenewTime.After(first.Spec.RenewTime.Time), fmt.Sprintf("renewTime %v, first %v", l.Spec.RenewTime, first.Spec.RenewTime)
 		})
+	})
+
+	t.Run("pod source sees the node's pods and their graceful deletion", func(t *testing.T) {
+		updates := runSource(t, kubernetes.NewForConfigOrDie(s.NodeConfig(t, "node-a")), "node-a")
+		if _, names := nextSet(t, updates); len(names) != 0 {
+			t.Fatalf("first SET = %v, want empty", names)
+		}
+		for _, p := range []*v1.Pod{apiPod("default", "mine", "", "node-a", 0), apiPod("default", "theirs", "", "node-b", 0)} {
+			if _, err := admin.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var u podsource.Update
+		var names []string
+		for i := 0; i < 10 && len(names) == 0; i++ {
+			u, names = nextSet(t, updates)
+		}
+		if d := cmp.Diff([]string{"default/mine"}, names); d != "" {
+			t.Fatalf("SET after the creates (-want +got):\n%s", d)
+		}
+		uid := u.Pods[0].UID
+		grace := int64(30)
+		if err := admin.CoreV1().Pods("default").Delete(ctx, "mine", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; ; i++ {
+			u, _ = nextSet(t, updates)
+			if len(u.Pods) == 1 && u.Pods[0].DeletionTimestamp != nil {
+				break
+			}
+			if i == 10 {
+				t.Fatalf("no SET with the pod being deleted after 10 updates; last %+v", u.Pods)
+			}
+		}
+		if p := u.Pods[0]; p.UID != uid || p.DeletionGracePeriodSeconds == nil || *p.DeletionGracePeriodSeconds != 30 {
+			t.Fatalf("deleting pod %s grace %v; want %s with 30", p.UID, p.DeletionGracePeriodSeconds, uid)
+		}
+		// The node finishes the deletion, as the kubelet does once the
+		// containers are gone, and the pod leaves the SET.
+		zero := int64(0)
+		a := kubernetes.NewForConfigOrDie(s.NodeConfig(t, "node-a"))
+		if err := a.CoreV1().Pods("default").Delete(ctx, "mine", metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil {
+			t.Fatalf("node-a deletes its pod with grace 0: %v", err)
+		}
+		for i := 0; len(u.Pods) != 0; i++ {
+			if i == 10 {
+				t.Fatalf("the pod is still in the SET after 10 updates: %+v", u.Pods)
+			}
+			u, _ = nextSet(t, updates)
+		}
+		if err := a.CoreV1().Pods("default").Delete(ctx, "theirs", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+			t.Fatalf("node-a deletes node-b's pod: %v; want Forbidden", err)
+		}
 	})
 
 	t.Run("a node cannot touch another node", func(t *testing.T) {

@@ -67,9 +67,20 @@
 //	if err != nil { ... }
 //	go n.Run(ctx)
 //
+// # Pod source
+//
+// A PodSource is the podsource.Source of the pods bound to the node: a
+// list and watch of the pods with spec.nodeName=NAME (the field selector
+// the Node authorizer requires), sent as a SET of all of them after every
+// change, as the kubelet's API-server source does; the podsource.Merger
+// makes ADD, UPDATE, DELETE (a deletionTimestamp: the graceful deletion
+// the API server began), REMOVE and RECONCILE of them. List it in
+// podsource.MergerConfig.Sources beside a File source for static pods.
+//
 // # Not yet here
 //
-// The pod source (a watch of the pods bound to the node), the status Sink
-// that patches pod statuses, mirror pods, configMap/secret/token getters
-// and events.
+// Deleting a pod object with grace 0 once its containers are gone (the
+// kubelet's last step of a graceful deletion), the status Sink that
+// patches pod statuses, mirror pods, configMap/secret/token getters and
+// events.
 package kube
