@@ -242,6 +242,40 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("status sink patches its pods' status", func(t *testing.T) {
+		a := kubernetes.NewForConfigOrDie(s.NodeConfig(t, "node-a"))
+		sink, err := kube.NewStatusSink(kube.StatusSinkConfig{Client: a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created, err := admin.CoreV1().Pods("default").Create(ctx, apiPod("default", "status", "", "node-a", 0), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := running("10.0.0.5")
+		st.ContainerStatuses[0].Image = "busybox"
+		if err := sink.UpdatePodStatus(ctx, sourced(created), st); err != nil {
+			t.Fatalf("node-a patches its pod's status: %v", err)
+		}
+		got, err := admin.CoreV1().Pods("default").Get(ctx, "status", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Phase != v1.PodRunning || got.Status.PodIP != "10.0.0.5" || len(got.Status.ContainerStatuses) != 1 || got.Status.ContainerStatuses[0].RestartCount != 2 {
+			t.Fatalf("status seen by the admin = %+v", got.Status)
+		}
+		if err := sink.UpdatePodStatus(ctx, sourced(created), st); err != nil || sink.Patched() != 1 || sink.Skipped() != 1 {
+			t.Fatalf("the same status again: err %v, patched %d, skipped %d; want nil, 1, 1", err, sink.Patched(), sink.Skipped())
+		}
+		theirs, err := admin.CoreV1().Pods("default").Get(ctx, "theirs", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sink.UpdatePodStatus(ctx, sourced(theirs), st); !apierrors.IsForbidden(err) {
+			t.Fatalf("node-a patches node-b's pod's status: %v; want Forbidden", err)
+		}
+	})
+
 	t.Run("a node cannot touch another node", func(t *testing.T) {
 		a := kubernetes.NewForConfigOrDie(s.NodeConfig(t, "node-a"))
 		patch := []byte(`{"metadata":{"labels":{"example.com/x":"y"}}}`)

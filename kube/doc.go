@@ -77,10 +77,19 @@
 // the API server began), REMOVE and RECONCILE of them. List it in
 // podsource.MergerConfig.Sources beside a File source for static pods.
 //
+// # Pod status
+//
+// A StatusSink is the status.Sink that writes pod statuses through the
+// pods/status subresource with the kubelet's merge rules (a terminal phase
+// stays, conditions owned by others stay), only when the API server's
+// status differs, with the pod's UID in the patch; the status.Manager in
+// front of it retries, so an absent API server loses no status. Patched
+// and Skipped count the writes made and spared.
+//
 // # Not yet here
 //
 // Deleting a pod object with grace 0 once its containers are gone (the
-// kubelet's last step of a graceful deletion), the status Sink that
-// patches pod statuses, mirror pods, configMap/secret/token getters and
-// events.
+// kubelet's last step of a graceful deletion), a rate limit of the sink's
+// own (the rest.Config's QPS and Burst apply meanwhile), mirror pods,
+// configMap/secret/token getters and events.
 package kube
