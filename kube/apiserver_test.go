@@ -19,6 +19,7 @@ import (
 	"github.com/nodekit/nodekit/kube"
 	"github.com/nodekit/nodekit/kube/internal/apiservertest"
 	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/status"
 )
 
 // eventually polls cond every 100ms for at most d, failing with the last
@@ -307,6 +308,58 @@ func TestAgainstAPIServer(t *testing.T) {
 		if _, err := admin.CoreV1().Nodes().Get(ctx, "node-c", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Fatalf("node-c exists: %v", err)
 		}
+	})
+
+	t.Run("an API server outage loses no status and the lease comes back", func(t *testing.T) {
+		a := kubernetes.NewForConfigOrDie(s.NodeConfig(t, "node-a"))
+		sink, err := kube.NewStatusSink(kube.StatusSinkConfig{Client: a, RequestTimeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := status.New(status.Config{Sink: sink, RetryPeriod: 500 * time.Millisecond})
+		mctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- m.Run(mctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Manager.Run = %v", err)
+			}
+		}()
+		created, err := admin.CoreV1().Pods("default").Create(ctx, apiPod("default", "outage", "", "node-a", 0), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		s.StopAPIServer(t)
+		stopped := time.Now()
+		st := running("10.0.0.7")
+		st.ContainerStatuses[0].Image = "busybox"
+		m.SetPodStatus(sourced(created), st)
+		// The outage lasts a few failed lease renewals and status writes.
+		time.Sleep(3 * time.Second)
+		if sink.Patched() != 0 {
+			t.Fatalf("patched %d statuses with the API server stopped", sink.Patched())
+		}
+		s.StartAPIServer(t)
+		t.Logf("API server away for %v", time.Since(stopped).Round(time.Millisecond))
+
+		eventually(t, 30*time.Second, "the status written during the outage reaches the API server", func() (bool, string) {
+			p, err := admin.CoreV1().Pods("default").Get(ctx, "outage", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return p.Status.Phase == v1.PodRunning && p.Status.PodIP == "10.0.0.7", fmt.Sprintf("%+v", p.Status)
+		})
+		restarted := time.Now()
+		eventually(t, 30*time.Second, "node-a's lease renewed after the restart", func() (bool, string) {
+			l, err := admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, "node-a", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			// renewTime has microsecond precision; allow for that.
+			return l.Spec.RenewTime.Time.After(restarted.Add(-time.Millisecond)), fmt.Sprintf("renewTime %v, restarted %v", l.Spec.RenewTime, restarted)
+		})
 	})
 }
 

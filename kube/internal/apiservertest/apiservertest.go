@@ -67,6 +67,9 @@ type Server struct {
 	// Dir holds the state, certificates and logs of both processes.
 	Dir string
 
+	tools      string
+	opts       Options
+	port       int
 	caFile     string
 	adminToken string
 	nodeTokens map[string]string
@@ -118,7 +121,7 @@ func Start(t testing.TB, opts Options) *Server {
 	if opts.ReadyTimeout == 0 {
 		opts.ReadyTimeout = 90 * time.Second
 	}
-	s := &Server{Dir: t.TempDir(), nodeTokens: map[string]string{}}
+	s := &Server{Dir: t.TempDir(), nodeTokens: map[string]string{}, tools: tools, opts: opts}
 	if err := s.writeCredentials(opts.Nodes); err != nil {
 		t.Fatalf("apiservertest: %v", err)
 	}
@@ -135,7 +138,10 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	t.Cleanup(func() { s.etcd.stop(t) })
 	for attempt := 0; attempt < 3; attempt++ {
-		if err = s.startAPIServer(tools, opts); err == nil {
+		if s.port, err = freePort(); err != nil {
+			break
+		}
+		if err = s.startAPIServer(); err == nil {
 			break
 		}
 	}
@@ -144,6 +150,24 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	t.Cleanup(func() { s.apiserver.stop(t) })
 	return s
+}
+
+// StopAPIServer stops the API server and leaves etcd running, so that
+// StartAPIServer brings the same cluster back. Clients see connection
+// errors meanwhile.
+func (s *Server) StopAPIServer(t testing.TB) {
+	t.Helper()
+	s.apiserver.stop(t)
+}
+
+// StartAPIServer starts the API server again after StopAPIServer, on the
+// same port with the same certificates and tokens, and returns once
+// /readyz answers ok.
+func (s *Server) StartAPIServer(t testing.TB) {
+	t.Helper()
+	if err := s.startAPIServer(); err != nil {
+		t.Fatalf("apiservertest: restart: %v", err)
+	}
 }
 
 // AdminConfig returns a rest.Config with cluster-admin rights.
@@ -245,11 +269,8 @@ func (s *Server) startEtcd(tools string, timeout time.Duration) error {
 	return nil
 }
 
-func (s *Server) startAPIServer(tools string, opts Options) error {
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
+func (s *Server) startAPIServer() error {
+	tools, opts, port := s.tools, s.opts, s.port
 	s.URL = "https://127.0.0.1:" + strconv.Itoa(port)
 	certDir := filepath.Join(s.Dir, "certs")
 	args := append([]string{

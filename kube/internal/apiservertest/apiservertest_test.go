@@ -50,6 +50,16 @@ func TestStart(t *testing.T) {
 		t.Fatalf("node a lists secrets: err = %v; want Forbidden", err)
 	}
 
+	// The API server comes back on the same address with the same state.
+	s.StopAPIServer(t)
+	if _, err := admin.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{}); err == nil {
+		t.Fatal("the API server still answers after StopAPIServer")
+	}
+	s.StartAPIServer(t)
+	if _, err := node.CoreV1().Nodes().Get(ctx, "a", metav1.GetOptions{}); err != nil {
+		t.Fatalf("node a after the restart: %v", err)
+	}
+
 	// Stop takes the control plane away; the cleanup's second stop is a no-op.
 	s.Stop(t)
 	if _, err := admin.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{}); err == nil {
