@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nodekit/nodekit/kube"
+	"github.com/nodekit/nodekit/podsource"
 )
 
 // A Node registers itself and reports its status. Here the API server is
@@ -65,3 +66,36 @@ func ExampleNode() {
 type fixedCapacity v1.ResourceList
 
 func (f fixedCapacity) Capacity() (v1.ResourceList, error) { return v1.ResourceList(f).DeepCopy(), nil }
+
+// A PodSource feeds the pods bound to the node into a podsource.Merger,
+// which turns its snapshots into the agent's ADD, UPDATE, DELETE and
+// REMOVE. Here the API server is client-go's fake clientset.
+func ExamplePodSource() {
+	client := fake.NewClientset(&v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "0b4c2a52-1c57-4a8e-9d6c-5d0d6f7f0a11"},
+		Spec:       v1.PodSpec{NodeName: "edge-1", Containers: []v1.Container{{Name: "web", Image: "nginx"}}},
+	})
+	src, err := kube.NewPodSource(kube.PodSourceConfig{Client: client, NodeName: "edge-1"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	m, err := podsource.NewMerger(podsource.MergerConfig{Sources: []podsource.Source{src}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- m.Run(ctx) }()
+	for u := range m.Updates() {
+		if len(u.Pods) > 0 {
+			fmt.Println(u.Op, u.Source, u.Pods[0].Namespace+"/"+u.Pods[0].Name)
+			break
+		}
+	}
+	cancel()
+	<-done
+	// Output:
+	// ADD api default/web
+}
