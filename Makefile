@@ -28,7 +28,7 @@ e2e:
 # With NODEKIT_KUBE_TOOLS set a missing binary fails the tests; "make unit"
 # leaves it unset, so there they skip.
 kube-e2e:
-	@tools=$$(hack/kube/install.sh | tail -n 1) && \
+	@tools=$$(hack/kube/install.sh) && test -n "$$tools" && \
 	echo "kube-e2e: NODEKIT_KUBE_TOOLS=$$tools" && \
 	NODEKIT_KUBE_TOOLS=$$tools $(GO) test -race -count=1 ./kube/...
 

@@ -24,13 +24,18 @@ build() {
 	echo "kube: built $name in $(($(date +%s) - start)) s" >&2
 }
 
-if "$dir/etcd" --version 2>/dev/null | grep -q "^etcd Version: $etcd_version\$"; then
+# The version checks read whole outputs into variables: a pipe into
+# grep -q or head can kill the writer with SIGPIPE, which pipefail turns
+# into a failure.
+version_of() { "$1" --version 2>/dev/null || true; }
+
+if [[ $'\n'"$(version_of "$dir/etcd")"$'\n' == *$'\n'"etcd Version: $etcd_version"$'\n'* ]]; then
 	echo "kube: etcd $etcd_version present" >&2
 else
 	build etcd go.etcd.io/etcd/server/v3 ""
 fi
 
-if "$dir/kube-apiserver" --version 2>/dev/null | grep -q "^Kubernetes $kube_version\$"; then
+if [[ "$(version_of "$dir/kube-apiserver")" == "Kubernetes $kube_version" ]]; then
 	echo "kube: kube-apiserver $kube_version present" >&2
 else
 	v=k8s.io/component-base/version
@@ -40,6 +45,7 @@ else
 		"-X $v.gitVersion=$kube_version -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z"
 fi
 
-"$dir/etcd" --version | head -1 >&2
-"$dir/kube-apiserver" --version >&2
+etcd_out=$(version_of "$dir/etcd")
+echo "${etcd_out%%$'\n'*}" >&2
+version_of "$dir/kube-apiserver" >&2
 echo "$dir"
