@@ -1,16 +1,17 @@
 # nodekit's two commands: "make run" runs the main job, "make test" runs
-# every test (formatting, vet, unit and integration tests with -race, and
-# the end-to-end tests against a real containerd, which hack/e2e installs,
-# starts and stops). .ci/run calls "make test".
+# every test (formatting, vet, unit and integration tests with -race, the
+# end-to-end tests against a real containerd, which hack/e2e installs,
+# starts and stops, and the kube tests against a real etcd and
+# kube-apiserver, which hack/kube builds). .ci/run calls "make test".
 
 GO ?= go
 
-.PHONY: run test check unit e2e bench bench-agent bench-bigpod
+.PHONY: run test check unit e2e kube-e2e bench bench-agent bench-bigpod
 
 run:
 	$(GO) run ./examples/standalone
 
-test: check unit e2e
+test: check unit e2e kube-e2e
 
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -22,6 +23,15 @@ unit:
 
 e2e:
 	hack/e2e/run.sh
+
+# The kube tests against a real etcd and kube-apiserver, which
+# hack/kube/install.sh builds once into a cache directory (it prints it).
+# With NODEKIT_KUBE_TOOLS set a missing binary fails the tests; "make unit"
+# leaves it unset, so there they skip.
+kube-e2e:
+	@tools=$$(hack/kube/install.sh) && test -n "$$tools" && \
+	echo "kube-e2e: NODEKIT_KUBE_TOOLS=$$tools" && \
+	NODEKIT_KUBE_TOOLS=$$tools $(GO) test -race -count=1 ./kube/...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

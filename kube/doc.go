@@ -1,0 +1,95 @@
+// Package kube connects nodekit to a Kubernetes API server: it makes the
+// machine a node of a cluster.
+//
+// It is the only part of nodekit that imports k8s.io/client-go; no other
+// package imports kube, so an agent that never talks to an API server
+// never links client-go.
+//
+// # Node registration, status and Lease
+//
+// A Node (NewNode, then Run) does what the kubelet does for its Node
+// object:
+//
+//   - Registration: it creates the Node, or adopts the existing one of the
+//     same name. A new Node gets the labels kubernetes.io/hostname,
+//     kubernetes.io/os, kubernetes.io/arch and NodeConfig.Labels, and
+//     NodeConfig.Taints (the kubelet's registerWithTaints). An adopted Node
+//     gets those labels merged in (these win, every other label stays);
+//     its taints are left alone, as the kubelet leaves them. A failed
+//     registration is retried after 100ms, doubling up to 7s.
+//   - Status: addresses (NodeIPs as InternalIP, then the Hostname),
+//     capacity from a ResourceProvider (default HostResources: cpu from
+//     runtime.NumCPU, memory from /proc/meminfo, ephemeral-storage from
+//     statfs of the root dir; pods from MaxPods) and allocatable with
+//     NodeConfig.Reserved subtracted, nodeInfo (KubeletVersion, the CRI
+//     runtime's "NAME://VERSION", kernel, OS image, boot ID, machine ID),
+//     daemonEndpoints, and the conditions MemoryPressure, DiskPressure and
+//     PIDPressure from a ConditionsProvider and Ready from
+//     NodeConfig.Health, with the kubelet's reasons and messages.
+//     Conditions set by others (NetworkUnavailable) are kept. Every
+//     NodeStatusUpdateFrequency (10s) the status is computed and compared
+//     with the Node's, ignoring heartbeat times; it is patched (strategic
+//     merge on the status subresource) when it changed, or when
+//     NodeStatusReportFrequency (5m) has passed since the last patch. The
+//     first read of a sync may come from the API server's cache
+//     (resourceVersion 0); a failed patch is retried up to 5 times with
+//     fresh reads. A Node deleted while running is registered again at
+//     the next sync.
+//   - Lease: a coordination.k8s.io/v1 Lease named after the node in
+//     kube-node-lease, owned by the Node object, with LeaseDuration (40s)
+//     renewed every LeaseRenewInterval (10s). A failed renewal is retried
+//     after 200ms, doubling up to 7s or the renew interval, whichever is
+//     shorter.
+//
+// Everything above works with the node's own identity (user
+// system:node:NAME in group system:nodes) under the Node authorizer and the
+// NodeRestriction admission plugin: it never needs cluster-admin. Every
+// period and back-off runs on NodeConfig.Clock.
+//
+// # Differences from the kubelet
+//
+// The Node reads its own Node object with a GET at resourceVersion 0 on
+// each status sync (served from the API server's watch cache) instead of
+// keeping an informer. It does not spread its first report with a random
+// delay, and it renews the Lease without jitter. It re-creates a Node
+// deleted while it runs, where the kubelet keeps failing its status
+// updates until it is restarted.
+//
+// # Usage
+//
+//	n, err := kube.NewNode(kube.NodeConfig{
+//		Client:  kubernetes.NewForConfigOrDie(restConfig),
+//		Name:    "edge-1",
+//		NodeIPs: []net.IP{net.ParseIP("192.0.2.10")},
+//		Runtime: criClient,  // runtime/criclient.Client: containerRuntimeVersion
+//		Health:  a.Healthy,  // agent.Agent: runtime ready and PLEG current
+//	})
+//	if err != nil { ... }
+//	go n.Run(ctx)
+//
+// # Pod source
+//
+// A PodSource is the podsource.Source of the pods bound to the node: a
+// list and watch of the pods with spec.nodeName=NAME (the field selector
+// the Node authorizer requires), sent as a SET of all of them after every
+// change, as the kubelet's API-server source does; the podsource.Merger
+// makes ADD, UPDATE, DELETE (a deletionTimestamp: the graceful deletion
+// the API server began), REMOVE and RECONCILE of them. List it in
+// podsource.MergerConfig.Sources beside a File source for static pods.
+//
+// # Pod status
+//
+// A StatusSink is the status.Sink that writes pod statuses through the
+// pods/status subresource with the kubelet's merge rules (a terminal phase
+// stays, conditions owned by others stay), only when the API server's
+// status differs, with the pod's UID in the patch; the status.Manager in
+// front of it retries, so an absent API server loses no status. Patched
+// and Skipped count the writes made and spared.
+//
+// # Not yet here
+//
+// Deleting a pod object with grace 0 once its containers are gone (the
+// kubelet's last step of a graceful deletion), a rate limit of the sink's
+// own (the rest.Config's QPS and Burst apply meanwhile), mirror pods,
+// configMap/secret/token getters and events.
+package kube

@@ -1,0 +1,205 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/status"
+)
+
+// StatusSinkConfig configures a StatusSink.
+type StatusSinkConfig struct {
+	// Client talks to the API server; the node's identity suffices.
+	// Required. Its rest.Config's QPS and Burst rate-limit the sink.
+	Client kubernetes.Interface
+	// RequestTimeout bounds each call to the API server. Default 10s.
+	RequestTimeout time.Duration
+	// Logger receives the sink's logs. Default: discarded.
+	Logger logr.Logger
+}
+
+// StatusSink is a status.Sink that writes pod statuses to the API server
+// through the pods/status subresource, as the kubelet's status manager
+// does. Give it to status.Config.Sink; the status.Manager calls it with
+// the newest status of a pod, one call at a time, and retries what it
+// refuses, so an API server that is away loses no status: the newest one
+// is written when it is back.
+//
+// For each status it reads the pod and merges the new status into the
+// API's: the phase never leaves Failed or Succeeded; the conditions the
+// kubelet owns (PodScheduled, PodReadyToStartContainers, Initialized,
+// ContainersReady, Ready) are replaced and every other condition (a
+// readiness gate's, DisruptionTarget) is kept; nominatedNodeName and
+// resourceClaimStatuses stay the API's, and so does qosClass when the
+// status has none; podIPs and hostIPs are filled from podIP and hostIP
+// when the status has only those, as the API server does. When the merge
+// changes nothing
+// the pod is not patched. The patch is a strategic merge patch carrying
+// the pod's UID, so it never lands on a new pod of the same name. Pods
+// that did not come from the API server (static pods, whose mirror pods
+// are not written yet) and pods gone from it are skipped without error.
+type StatusSink struct {
+	cfg StatusSinkConfig
+
+	patched atomic.Int64
+	skipped atomic.Int64
+}
+
+var _ status.Sink = (*StatusSink)(nil)
+
+// NewStatusSink checks cfg. It does no I/O and starts nothing.
+func NewStatusSink(cfg StatusSinkConfig) (*StatusSink, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("kube: StatusSinkConfig.Client is required")
+	}
+	if cfg.RequestTimeout < 0 {
+		return nil, fmt.Errorf("kube: StatusSinkConfig.RequestTimeout %v is negative", cfg.RequestTimeout)
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.Logger.GetSink() == nil {
+		cfg.Logger = logr.Discard()
+	}
+	return &StatusSink{cfg: cfg}, nil
+}
+
+// Patched returns how many statuses were patched. Safe for concurrent use.
+func (s *StatusSink) Patched() int64 { return s.patched.Load() }
+
+// Skipped returns how many statuses were not patched because the API
+// server had them already. Safe for concurrent use.
+func (s *StatusSink) Skipped() int64 { return s.skipped.Load() }
+
+// UpdatePodStatus implements status.Sink. It blocks for at most two calls
+// to the API server (a read and a patch). The error wraps the API
+// server's (apierrors classifies it); the status.Manager retries it.
+func (s *StatusSink) UpdatePodStatus(ctx context.Context, pod *v1.Pod, st v1.PodStatus) error {
+	if pod.Annotations[podsource.AnnotationConfigSource] != podsource.SourceAPI {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	pods := s.cfg.Client.CoreV1().Pods(pod.Namespace)
+	cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("kube: get pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	if cur.UID != pod.UID {
+		return nil
+	}
+	merged := mergePodStatus(cur.Status, st)
+	if equality.Semantic.DeepEqual(cur.Status, merged) {
+		s.skipped.Add(1)
+		return nil
+	}
+	if cur.Status.Phase != merged.Phase || len(cur.Status.Conditions) != len(merged.Conditions) {
+		s.cfg.Logger.V(2).Info("patching pod status", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "phase", merged.Phase)
+	}
+	data, err := podStatusPatch(cur.UID, cur.Status, merged)
+	if err != nil {
+		return err
+	}
+	if _, err := pods.Patch(ctx, pod.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{}, "status"); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("kube: patch pod %s/%s status: %w", pod.Namespace, pod.Name, err)
+	}
+	s.patched.Add(1)
+	return nil
+}
+
+// kubeletConditions are the pod conditions the kubelet owns.
+var kubeletConditions = map[v1.PodConditionType]bool{
+	v1.PodScheduled:              true,
+	v1.PodReadyToStartContainers: true,
+	v1.PodInitialized:            true,
+	v1.ContainersReady:           true,
+	v1.PodReady:                  true,
+	v1.PodResizePending:          true,
+	v1.PodResizeInProgress:       true,
+}
+
+// mergePodStatus merges the node's status st into the API's status old.
+func mergePodStatus(old, st v1.PodStatus) v1.PodStatus {
+	merged := *st.DeepCopy()
+	if (old.Phase == v1.PodFailed || old.Phase == v1.PodSucceeded) && merged.Phase != old.Phase {
+		merged.Phase = old.Phase
+	}
+	var conds []v1.PodCondition
+	for _, c := range merged.Conditions {
+		if kubeletConditions[c.Type] {
+			conds = append(conds, c)
+		}
+	}
+	seen := map[v1.PodConditionType]bool{}
+	for _, c := range conds {
+		seen[c.Type] = true
+	}
+	// A condition the node does not own keeps the API's value; one that
+	// only the node's status has (DisruptionTarget at eviction) is added.
+	for _, c := range old.Conditions {
+		if !kubeletConditions[c.Type] {
+			conds = append(conds, c)
+			seen[c.Type] = true
+		}
+	}
+	for _, c := range merged.Conditions {
+		if !seen[c.Type] {
+			conds = append(conds, c)
+			seen[c.Type] = true
+		}
+	}
+	merged.Conditions = conds
+	merged.NominatedNodeName = old.NominatedNodeName
+	merged.ResourceClaimStatuses = old.ResourceClaimStatuses
+	// What the API server fills in when the status leaves it out: the
+	// lists from the single addresses, and the QoS class it computed.
+	// Patching them away would change the pod on every write.
+	if len(merged.PodIPs) == 0 && merged.PodIP != "" {
+		merged.PodIPs = []v1.PodIP{{IP: merged.PodIP}}
+	}
+	if len(merged.HostIPs) == 0 && merged.HostIP != "" {
+		merged.HostIPs = []v1.HostIP{{IP: merged.HostIP}}
+	}
+	if merged.QOSClass == "" {
+		merged.QOSClass = old.QOSClass
+	}
+	return merged
+}
+
+// podStatusPatch is the strategic merge patch from old to st, with the
+// pod's UID in it: the API server refuses it for another pod.
+func podStatusPatch(uid types.UID, old, st v1.PodStatus) ([]byte, error) {
+	oldJSON, err := json.Marshal(v1.Pod{Status: old})
+	if err != nil {
+		return nil, err
+	}
+	newJSON, err := json.Marshal(v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Status: st})
+	if err != nil {
+		return nil, err
+	}
+	data, err := strategicpatch.CreateTwoWayMergePatch(oldJSON, newJSON, v1.Pod{})
+	if err != nil {
+		return nil, fmt.Errorf("kube: pod status patch: %w", err)
+	}
+	return data, nil
+}

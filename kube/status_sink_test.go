@@ -1,0 +1,177 @@
+package kube_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/nodekit/nodekit/kube"
+	"github.com/nodekit/nodekit/podsource"
+)
+
+// sourced returns p as the PodSource sends it.
+func sourced(p *v1.Pod) *v1.Pod {
+	p = p.DeepCopy()
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[podsource.AnnotationConfigSource] = podsource.SourceAPI
+	return p
+}
+
+func running(ip string) v1.PodStatus {
+	return v1.PodStatus{
+		Phase: v1.PodRunning,
+		PodIP: ip,
+		Conditions: []v1.PodCondition{
+			{Type: v1.PodReady, Status: v1.ConditionTrue},
+			{Type: v1.ContainersReady, Status: v1.ConditionTrue},
+		},
+		ContainerStatuses: []v1.ContainerStatus{{Name: "c", Ready: true, RestartCount: 2}},
+	}
+}
+
+func newSink(t *testing.T, client *fake.Clientset) *kube.StatusSink {
+	t.Helper()
+	s, err := kube.NewStatusSink(kube.StatusSinkConfig{Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func podStatus(t *testing.T, client *fake.Clientset, name string) v1.PodStatus {
+	t.Helper()
+	p, err := client.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Status
+}
+
+// TestStatusSinkPatchesOnlyChanges checks that a status is patched through
+// the status subresource, and that the same status again is skipped.
+func TestStatusSinkPatchesOnlyChanges(t *testing.T) {
+	pod := apiPod("default", "web", "u1", "n1", 0)
+	client := fake.NewClientset(pod)
+	s := newSink(t, client)
+	ctx := context.Background()
+	if err := s.UpdatePodStatus(ctx, sourced(pod), running("10.0.0.5")); err != nil {
+		t.Fatal(err)
+	}
+	got := podStatus(t, client, "web")
+	if got.Phase != v1.PodRunning || got.PodIP != "10.0.0.5" || got.ContainerStatuses[0].RestartCount != 2 {
+		t.Fatalf("status after the patch = %+v", got)
+	}
+	if d := cmp.Diff([]v1.PodIP{{IP: "10.0.0.5"}}, got.PodIPs); d != "" {
+		t.Fatalf("podIPs, filled from podIP as the API server does (-want +got):\n%s", d)
+	}
+	if err := s.UpdatePodStatus(ctx, sourced(pod), running("10.0.0.5")); err != nil {
+		t.Fatal(err)
+	}
+	if s.Patched() != 1 || s.Skipped() != 1 {
+		t.Fatalf("patched %d skipped %d; want 1 and 1", s.Patched(), s.Skipped())
+	}
+	patches := 0
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "patch" {
+			patches++
+			if a.GetSubresource() != "status" {
+				t.Errorf("patch of subresource %q, want status", a.GetSubresource())
+			}
+			if p := string(a.(k8stesting.PatchAction).GetPatch()); !strings.Contains(p, `"uid":"u1"`) {
+				t.Errorf("patch %s carries no uid", p)
+			}
+		}
+	}
+	if patches != 1 {
+		t.Fatalf("%d patches, want 1", patches)
+	}
+}
+
+// TestStatusSinkMergeRules checks the kubelet's merge rules: a terminal
+// phase stays, conditions owned by others stay, nominatedNodeName stays.
+func TestStatusSinkMergeRules(t *testing.T) {
+	pod := apiPod("default", "job", "u1", "n1", 0)
+	pod.Status = v1.PodStatus{
+		Phase:             v1.PodSucceeded,
+		QOSClass:          v1.PodQOSBestEffort,
+		NominatedNodeName: "n9",
+		Conditions: []v1.PodCondition{
+			{Type: "example.com/gate", Status: v1.ConditionTrue},
+			{Type: v1.PodReady, Status: v1.ConditionFalse},
+		},
+	}
+	client := fake.NewClientset(pod)
+	s := newSink(t, client)
+	if err := s.UpdatePodStatus(context.Background(), sourced(pod), running("10.0.0.6")); err != nil {
+		t.Fatal(err)
+	}
+	got := podStatus(t, client, "job")
+	if got.Phase != v1.PodSucceeded {
+		t.Errorf("phase = %s; a terminal phase must stay", got.Phase)
+	}
+	if got.QOSClass != v1.PodQOSBestEffort {
+		t.Errorf("qosClass = %q; the API's must stay when the status has none", got.QOSClass)
+	}
+	if got.NominatedNodeName != "n9" {
+		t.Errorf("nominatedNodeName = %q; the API's must stay", got.NominatedNodeName)
+	}
+	conds := map[v1.PodConditionType]v1.ConditionStatus{}
+	for _, c := range got.Conditions {
+		conds[c.Type] = c.Status
+	}
+	want := map[v1.PodConditionType]v1.ConditionStatus{"example.com/gate": v1.ConditionTrue, v1.PodReady: v1.ConditionTrue, v1.ContainersReady: v1.ConditionTrue}
+	if d := cmp.Diff(want, conds); d != "" {
+		t.Errorf("conditions (-want +got):\n%s", d)
+	}
+}
+
+// TestStatusSinkSkips checks what is not written: a pod not from the API
+// server, a pod gone, a pod replaced by another of the same name.
+func TestStatusSinkSkips(t *testing.T) {
+	pod := apiPod("default", "web", "u1", "n1", 0)
+	client := fake.NewClientset(pod)
+	s := newSink(t, client)
+	ctx := context.Background()
+	if err := s.UpdatePodStatus(ctx, pod, running("10.0.0.5")); err != nil {
+		t.Fatalf("static pod: %v", err)
+	}
+	if n := len(client.Actions()); n != 0 {
+		t.Fatalf("a pod not from the API server made %d calls", n)
+	}
+	if err := s.UpdatePodStatus(ctx, sourced(apiPod("default", "gone", "u2", "n1", 0)), running("10.0.0.5")); err != nil {
+		t.Fatalf("pod gone: %v", err)
+	}
+	if err := s.UpdatePodStatus(ctx, sourced(apiPod("default", "web", "old-uid", "n1", 0)), running("10.0.0.5")); err != nil {
+		t.Fatalf("pod replaced: %v", err)
+	}
+	if s.Patched() != 0 {
+		t.Fatalf("patched %d, want 0", s.Patched())
+	}
+	if got := podStatus(t, client, "web"); got.Phase != "" {
+		t.Fatalf("the new pod of the same name got the old pod's status: %+v", got)
+	}
+}
+
+// TestStatusSinkError checks that an API server error is returned (the
+// status.Manager retries it).
+func TestStatusSinkError(t *testing.T) {
+	pod := apiPod("default", "web", "u1", "n1", 0)
+	client := fake.NewClientset(pod)
+	client.PrependReactor("patch", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("down")
+	})
+	err := newSink(t, client).UpdatePodStatus(context.Background(), sourced(pod), running("10.0.0.5"))
+	if !apierrors.IsServiceUnavailable(err) || !strings.Contains(err.Error(), "default/web") {
+		t.Fatalf("err = %v; want ServiceUnavailable naming default/web", err)
+	}
+}
