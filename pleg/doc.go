@@ -46,12 +46,19 @@
 // Watch delivers are not the stream's: an inspection emits one per
 // container or sandbox whose state differs from the pod's previous
 // cached status (the relist's rules), so events that coalesced yield
-// the net change. A pod whose inspection took d of 10 ms or more is not
-// inspected again for 4d (its events keep it queued, and it is inspected
-// on the first one-second tick after that), so that a pod of thousands of
-// containers, which sends an event per container change, costs the
-// generator about a fifth of a core while it starts instead of all of
-// it; smaller pods are never held back.
+// the net change. A pod whose successful inspection took d of 10 ms or
+// more is not inspected again for 4d, at most 5 s (its events keep it
+// queued, and it is inspected on the first one-second tick after that),
+// so that a pod of thousands of containers, which sends an event per
+// container change, costs the generator about a fifth of a core while it
+// starts instead of all of it; smaller pods are never held back, and a
+// failed inspection follows its own back-off instead. The evented
+// generator is healthy while its loop turns: it marks itself current
+// every second while streaming, so an inspection stuck in the runtime
+// fails Healthy after RelistThreshold as a stuck relist does. Once its
+// context ends it drains what the streamer still sends until the
+// streamer returns, so a streamer that sends without watching its
+// context does not block shutdown.
 //
 // # Re-inspection
 //

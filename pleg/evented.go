@@ -93,14 +93,18 @@ type Evented struct {
 	streaming bool
 }
 
-// coolFactor and coolMin: a pod whose inspection took d >= coolMin is
-// not inspected again for coolFactor*d, so that a pod with thousands of
-// containers, whose every change sends an event, costs the generator at
-// most about 1/(coolFactor+1) of a core and leaves the runtime to the pod
-// workers. Pods that inspect faster than coolMin are never held back.
+// coolFactor, coolMin and coolMax: a pod whose successful inspection
+// took d >= coolMin is not inspected again for coolFactor*d, at most
+// coolMax, so that a pod with thousands of containers, whose every change
+// sends an event, costs the generator at most about 1/(coolFactor+1) of a
+// core and leaves the runtime to the pod workers. Pods that inspect faster
+// than coolMin are never held back; a failed inspection is not counted (it
+// has its own back-off), and a runtime that stalled once holds a pod back
+// for coolMax at the most.
 const (
 	coolFactor = 4
 	coolMin    = 10 * time.Millisecond
+	coolMax    = 5 * time.Second
 )
 
 // retry is a pod whose last inspection failed.
@@ -142,15 +146,11 @@ func NewEvented(cfg EventedConfig) (*Evented, error) {
 // Watch implements Generator.
 func (e *Evented) Watch() <-chan *Event { return e.generic.Watch() }
 
-// Healthy implements Generator: healthy while the stream is up, or while
-// the fallback relists are current.
+// Healthy implements Generator: healthy while the generator's loop
+// turns, by the relisting generator's threshold: while streaming, the
+// loop marks itself current every second; otherwise the fallback relists
+// do. An inspection stuck in the runtime makes it unhealthy either way.
 func (e *Evented) Healthy() error {
-	e.mu.Lock()
-	streaming := e.streaming
-	e.mu.Unlock()
-	if streaming {
-		return nil
-	}
 	return e.generic.Healthy()
 }
 
@@ -227,14 +227,20 @@ func (e *Evented) relistFor(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// read moves the stream's events into the pod queue until ctx ends. It
-// never blocks on the inspector.
-func (e *Evented) read(ctx context.Context, ch <-chan *runtimeapi.ContainerEventResponse) {
+// read moves the stream's events into the pod queue until the streamer
+// has returned (streamed closed). It never blocks on the inspector, and
+// once ctx ends it drains and drops what the streamer still sends, so a
+// streamer that sends without watching its context cannot block
+// shutdown.
+func (e *Evented) read(ctx context.Context, ch <-chan *runtimeapi.ContainerEventResponse, streamed <-chan struct{}) {
 	for {
 		select {
-		case <-ctx.Done():
+		case <-streamed:
 			return
 		case ev := <-ch:
+			if ctx.Err() != nil {
+				continue
+			}
 			m := ev.GetPodSandboxStatus().GetMetadata()
 			if m.GetUid() == "" {
 				continue
@@ -251,15 +257,17 @@ func (e *Evented) stream(ctx context.Context) error {
 	defer cancel()
 	ch := make(chan *runtimeapi.ContainerEventResponse, streamBuffer)
 	errc := make(chan error, 1)
+	streamed := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
+		defer close(streamed)
 		errc <- e.cfg.Streamer.GetContainerEvents(sctx, ch, nil)
 	}()
 	go func() {
 		defer wg.Done()
-		e.read(sctx, ch)
+		e.read(sctx, ch, streamed)
 	}()
 	defer wg.Wait()
 	defer cancel()
@@ -348,8 +356,8 @@ func (e *Evented) inspect(ctx context.Context, uid types.UID, ref podRef) {
 	start := e.cfg.Clock.Now()
 	prev, _ := e.cfg.Cache.Get(uid)
 	status, err := e.cfg.Runtime.GetPodStatus(ctx, uid, ref.name, ref.namespace)
-	if took := e.cfg.Clock.Since(start); took >= coolMin {
-		e.cooling[uid] = e.cfg.Clock.Now().Add(coolFactor * took)
+	if took := e.cfg.Clock.Since(start); err == nil && took >= coolMin {
+		e.cooling[uid] = e.cfg.Clock.Now().Add(min(coolFactor*took, coolMax))
 	} else {
 		delete(e.cooling, uid)
 	}

@@ -46,7 +46,10 @@ func TestEventedSeesChangesWithoutRelisting(t *testing.T) {
 	e := newEnv(t, 100)
 	ev := startEvented(t, e, e.fake)
 	// The stream counts as up once it stood for 100ms.
-	for !ev.Streaming() {
+	for i := 0; !ev.Streaming(); i++ {
+		if i == 100000 {
+			t.Fatal("the stream never counted as up")
+		}
 		e.clock.Step(100 * time.Millisecond)
 		yield()
 	}
@@ -57,8 +60,7 @@ func TestEventedSeesChangesWithoutRelisting(t *testing.T) {
 	}
 	seen := map[pleg.EventType]int{}
 	for seen[pleg.ContainerStarted] < 2 {
-		ev := <-ev.Watch()
-		seen[ev.Type]++
+		seen[nextEvent(t, e, ev).Type]++
 	}
 	st, err := e.cache.Get(a.UID)
 	if err != nil || st.FindContainerStatus("c") == nil || st.FindContainerStatus("c").State != runtime.ContainerStateRunning {
@@ -69,11 +71,7 @@ func TestEventedSeesChangesWithoutRelisting(t *testing.T) {
 	}
 
 	e.clock.Step(30 * time.Second) // the container exits
-	for {
-		got := <-ev.Watch()
-		if got.Type == pleg.ContainerDied {
-			break
-		}
+	for nextEvent(t, e, ev).Type != pleg.ContainerDied {
 	}
 	if st, _ := e.cache.Get(a.UID); st.FindContainerStatus("c").State != runtime.ContainerStateExited {
 		t.Error("the cache missed the exit")
@@ -108,3 +106,23 @@ func TestEventedFallsBackToRelisting(t *testing.T) {
 }
 
 func yield() { goruntime.Gosched() }
+
+// nextEvent returns the generator's next event. While none comes it
+// steps the clock a second every 200ms of wall time, so that a pod held
+// back (a slow inspection, as measured on the fake clock) is let go; it
+// fails after 20s of wall time.
+func nextEvent(t *testing.T, e *env, g pleg.Generator) *pleg.Event {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		select {
+		case ev := <-g.Watch():
+			return ev
+		case <-time.After(200 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("no event within 20s")
+			}
+			e.clock.Step(time.Second)
+		}
+	}
+}
