@@ -207,9 +207,15 @@ func (a *Agent) SyncTerminatingRuntimePod(ctx context.Context, running *runtime.
 }
 
 // SyncTerminatedPod implements podworkers.SyncHandler: the final status,
-// where nothing is left running or pending.
+// where nothing is left running or pending, then Config.PodTerminated,
+// whose error makes the worker try again.
 func (a *Agent) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus) error {
 	a.generateAt(pod, rs, status.Terminated)
+	if a.cfg.PodTerminated != nil {
+		if err := a.cfg.PodTerminated(ctx, pod); err != nil {
+			return fmt.Errorf("agent: pod %s terminated: %w", podutil.FullName(pod), err)
+		}
+	}
 	return nil
 }
 
