@@ -86,10 +86,21 @@
 // front of it retries, so an absent API server loses no status. Patched
 // and Skipped count the writes made and spared.
 //
+// # Pod deletion
+//
+// A PodDeleter finishes the graceful deletion the API server began, as the
+// kubelet does: given to agent.Config.PodTerminated, it is called once the
+// pod's containers and sandboxes are gone and deletes the pod object with
+// grace period 0 and a precondition on its UID (a new pod of the same
+// name is never touched). Static pods, mirror pods and pods that merely
+// ended (no deletionTimestamp) are left alone. Unlike the kubelet, which
+// deletes from its status manager after the final status was written, the
+// deletion does not wait for that status to reach the API server: the
+// object it would be written to is being removed.
+//
 // # Not yet here
 //
-// Deleting a pod object with grace 0 once its containers are gone (the
-// kubelet's last step of a graceful deletion), a rate limit of the sink's
+// A rate limit of the sink's
 // own (the rest.Config's QPS and Burst apply meanwhile), mirror pods,
 // configMap/secret/token getters and events.
 package kube
