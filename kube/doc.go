@@ -98,6 +98,26 @@
 // deletion does not wait for that status to reach the API server: the
 // object it would be written to is being removed.
 //
+// # A whole node
+//
+// With the node's own credentials, these make an agent.Agent a node of the
+// cluster, as TestAgentAgainstAPIServer does against a real API server:
+//
+//	client := kubernetes.NewForConfigOrDie(nodeRestConfig)
+//	src, _ := kube.NewPodSource(kube.PodSourceConfig{Client: client, NodeName: name})
+//	sink, _ := kube.NewStatusSink(kube.StatusSinkConfig{Client: client})
+//	del, _ := kube.NewPodDeleter(kube.PodDeleterConfig{Client: client})
+//	a, _ := agent.New(agent.Config{NodeName: name, RuntimeService: rs, ImageService: is,
+//		Sources: []podsource.Source{src}, StatusSink: sink, PodTerminated: del.PodTerminated})
+//	n, _ := kube.NewNode(kube.NodeConfig{Client: client, Name: name, Runtime: rs, Health: a.Healthy})
+//	go a.Run(ctx)
+//	go n.Run(ctx)
+//
+// A pod created on the node runs, its status reaches Running and Ready in
+// the API server, and a graceful deletion stops its containers and then
+// removes the pod object. examples/node is such a node agent, started like
+// the kubelet.
+//
 // # Not yet here
 //
 // A rate limit of the sink's
