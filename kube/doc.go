@@ -116,7 +116,8 @@
 // A pod created on the node runs, its status reaches Running and Ready in
 // the API server, and a graceful deletion stops its containers and then
 // removes the pod object. examples/node is such a node agent, started like
-// the kubelet.
+// the kubelet. Package kubetest starts the real etcd and kube-apiserver
+// these tests use, for the tests of programs built on kube.
 //
 // # Not yet here
 //
