@@ -145,4 +145,38 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	if deleter.Deleted() != 1 {
 		t.Errorf("PodDeleter deleted %d pods, want 1", deleter.Deleted())
 	}
+
+	// A pod that finished on its own (a Job's) reaches Succeeded in the API
+	// server and is not deleted by the node; deleted later, it goes at
+	// once, as the API server deletes a pod in a terminal phase without
+	// waiting for the node.
+	job := apiPod("default", "job", "", name, 0)
+	job.Spec.RestartPolicy = v1.RestartPolicyNever
+	job.Spec.Containers[0].Env = []v1.EnvVar{{Name: fakecri.EnvExitAfter, Value: "100ms"}}
+	if _, err := admin.CoreV1().Pods("default").Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the job pod Succeeded in the API server", func() (bool, string) {
+		p, err := admin.CoreV1().Pods("default").Get(ctx, "job", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Phase == v1.PodSucceeded, string(p.Status.Phase)
+	})
+	if _, err := admin.CoreV1().Pods("default").Get(ctx, "job", metav1.GetOptions{}); err != nil || deleter.Deleted() != 1 {
+		t.Fatalf("the finished pod, not deleted by anyone: get %v, PodDeleter deleted %d; want it kept, 1", err, deleter.Deleted())
+	}
+	if err := admin.CoreV1().Pods("default").Delete(ctx, "job", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the finished pod's object gone once deleted", func() (bool, string) {
+		p, err := admin.CoreV1().Pods("default").Get(ctx, "job", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return false, fmt.Sprintf("deletionTimestamp %v, phase %s", p.DeletionTimestamp, p.Status.Phase)
+	})
 }

@@ -121,7 +121,12 @@
 //
 // # Not yet here
 //
-// A rate limit of the sink's
+// A pod whose worker finished (it reached Succeeded or Failed) before its
+// deletion reached the node, while the API server did not have its
+// terminal phase yet, is not deleted by the node: the agent calls
+// PodTerminated once per pod, before the deletionTimestamp was known (the
+// API server deletes at once a pod it knows to be terminal, so only that
+// window is affected). A rate limit of the sink's
 // own (the rest.Config's QPS and Burst apply meanwhile), mirror pods,
 // configMap/secret/token getters and events.
 package kube
