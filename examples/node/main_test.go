@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/kube/kubetest"
 	"github.com/nodekit/nodekit/runtime/fakecri"
@@ -362,5 +363,44 @@ resolvConf: ""
 	stop()
 	if !strings.Contains(errOut.String(), "stopped; pods are left running") {
 		t.Errorf("no clean stop in the log:\n%s", errOut.String())
+	}
+}
+
+// A runtime socket that is not there yet is waited for, logging "waiting
+// for the runtime", until the command is stopped.
+func TestRunWaitsForTheRuntime(t *testing.T) {
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubelet.conf")
+	writeFile(t, kubeconfig, `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`)
+	clk := clocktesting.NewFakeClock(time.Now())
+	var errOut syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, options{kubeconfig: kubeconfig, rootDir: dir, hostnameOverride: "n",
+			endpoint: "unix://" + filepath.Join(dir, "absent.sock"), clock: clk}, &errOut)
+	}()
+	for i := 0; i < 3; i++ {
+		eventually(t, 10*time.Second, "a back-off timer", func() (bool, string) { return clk.HasWaiters(), errOut.String() })
+		clk.Step(5 * time.Second)
+	}
+	eventually(t, 10*time.Second, "three waits logged", func() (bool, string) {
+		return strings.Count(errOut.String(), "waiting for the runtime") >= 3, errOut.String()
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "waiting for the runtime at unix://") {
+			t.Errorf("run = %v, want an error saying it was waiting for the runtime", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not return after its context ended")
 	}
 }
