@@ -101,3 +101,56 @@ func TestPodTerminatedHook(t *testing.T) {
 		t.Errorf("PodTerminated calls = %q, want %q (two failures retried, then one success, never for a running pod)", rec.seen, want)
 	}
 }
+
+// A pod that finished on its own before its deletion arrived gets a
+// second PodTerminated call, with its deletionTimestamp, at housekeeping;
+// then no more.
+func TestPodTerminatedAfterFinish(t *testing.T) {
+	fake := newFake(t)
+	dir := t.TempDir()
+	rec := &terminations{fake: fake, calls: map[string]int{}, ok: map[string]int{}, failN: 0}
+	api := podsource.NewChannel("api", 16)
+	h := &history{}
+	a, err := agent.New(agent.Config{
+		NodeName: "node", RuntimeService: fake, ImageService: fake, Sources: []podsource.Source{api}, StatusSink: h,
+		PodTerminated: rec.hook,
+		RelistPeriod:  20 * time.Millisecond, HousekeepingPeriod: 50 * time.Millisecond, BackOffPeriod: 50 * time.Millisecond,
+		CRI: cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: filepath.Join(dir, "pods"), ResolvConf: "-"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilCleanup(t, a)
+	f := &fidelity{t: t, fake: fake, api: api, history: h}
+	f.send(podsource.SET)
+	job := apiPod("job", v1.RestartPolicyNever, []string{"main"}, fakecri.EnvExitCode, "0")
+	f.send(podsource.ADD, job)
+	f.waitFor("job", "succeeds", func(s v1.PodStatus) bool { return s.Phase == v1.PodSucceeded })
+	eventuallyShowing(t, "PodTerminated for the finished pod", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.ok["job"] == 1
+	}, rec.describe)
+	rec.mu.Lock()
+	rec.failN = 1 // the call at the first housekeeping after the deletion fails
+	rec.mu.Unlock()
+	f.delete(job)
+	eventuallyShowing(t, "PodTerminated for the deleted pod", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.ok["job"] == 2
+	}, rec.describe)
+	// Housekeeping goes on: the REMOVE of the deleted pod is its last word.
+	f.send(podsource.REMOVE, job)
+	f.send(podsource.RECONCILE)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	want := []string{
+		"job deleted=false running=0 err=<nil>",
+		"job deleted=true running=0 err=<nil>",
+		"job deleted=true running=0 err=<nil>",
+	}
+	if fmt.Sprint(rec.seen) != fmt.Sprint(want) {
+		t.Errorf("PodTerminated calls = %q, want %q", rec.seen, want)
+	}
+}

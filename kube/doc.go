@@ -93,7 +93,9 @@
 // pod's containers and sandboxes are gone and deletes the pod object with
 // grace period 0 and a precondition on its UID (a new pod of the same
 // name is never touched). Static pods, mirror pods and pods that merely
-// ended (no deletionTimestamp) are left alone. Unlike the kubelet, which
+// ended (no deletionTimestamp) are left alone; a pod that had ended
+// before its deletion arrived is deleted at the agent's next housekeeping.
+// Unlike the kubelet, which
 // deletes from its status manager after the final status was written, the
 // deletion does not wait for that status to reach the API server: the
 // object it would be written to is being removed.
@@ -121,12 +123,7 @@
 //
 // # Not yet here
 //
-// A pod whose worker finished (it reached Succeeded or Failed) before its
-// deletion reached the node, while the API server did not have its
-// terminal phase yet, is not deleted by the node: the agent calls
-// PodTerminated once per pod, before the deletionTimestamp was known (the
-// API server deletes at once a pod it knows to be terminal, so only that
-// window is affected). A rate limit of the sink's
+// A rate limit of the sink's
 // own (the rest.Config's QPS and Burst apply meanwhile), mirror pods,
 // configMap/secret/token getters and events.
 package kube
