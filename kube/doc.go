@@ -95,10 +95,10 @@
 // name is never touched). Static pods, mirror pods and pods that merely
 // ended (no deletionTimestamp) are left alone; a pod that had ended
 // before its deletion arrived is deleted at the agent's next housekeeping.
-// Unlike the kubelet, which
-// deletes from its status manager after the final status was written, the
-// deletion does not wait for that status to reach the API server: the
-// object it would be written to is being removed.
+// Unlike the kubelet, which deletes from its status manager after the
+// final status was written, the deletion does not wait for that status to
+// reach the API server: the object it would be written to is being
+// removed.
 //
 // # A whole node
 //
