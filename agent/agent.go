@@ -44,11 +44,12 @@ type Agent struct {
 	readyOnce sync.Once
 	addr      string // the address actually listened on; set before ready closes
 
-	// mu guards pods, reasons and rtErr.
+	// mu guards pods, reasons, told and rtErr.
 	mu      sync.Mutex
 	pods    map[types.UID]*v1.Pod // the desired pods, by UID
 	reasons map[types.UID]map[string]status.Reason
-	rtErr   error // the runtime's last Status verdict
+	told    map[types.UID]bool // PodTerminated succeeded with a deletionTimestamp
+	rtErr   error              // the runtime's last Status verdict
 }
 
 // New builds an agent from cfg. It does no I/O and starts nothing.
@@ -62,6 +63,7 @@ func New(cfg Config) (*Agent, error) {
 		ready:   make(chan struct{}),
 		pods:    map[types.UID]*v1.Pod{},
 		reasons: map[types.UID]map[string]status.Reason{},
+		told:    map[types.UID]bool{},
 	}
 	a.status = status.New(status.Config{Sink: cfg.StatusSink, Clock: cfg.Clock, Logger: cfg.Logger.WithName("status")})
 	hostIP := ""

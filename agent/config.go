@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"os"
 	"strings"
@@ -52,6 +53,22 @@ type Config struct {
 	// StatusSink receives pod statuses. Default: none (statuses are served
 	// on /pods only).
 	StatusSink status.Sink
+
+	// PodTerminated is called when a pod's worker has finished it: the pod
+	// was stopped (deleted, evicted or terminal), its containers and
+	// sandboxes are gone, and its final status was handed to the status
+	// manager. It gets the newest spec the agent had, with its
+	// deletionTimestamp if a source deleted it gracefully. An error makes
+	// the worker call it again after a back-off (a cancelled ctx ends the
+	// retries with the agent); once it returns nil it is not called again
+	// for that pod UID, but in one case: a pod whose worker had finished
+	// (it reached Succeeded or Failed) before a source began to delete it
+	// gets a call with its deletionTimestamp at the next housekeeping, and
+	// at each one after until that call returns nil. kube.PodDeleter is the
+	// kubelet's use: it deletes the pod object once its containers are
+	// gone. It runs on the pod's worker, or for that one case on the sync
+	// loop, so it should not block for long. Default: none.
+	PodTerminated func(ctx context.Context, pod *v1.Pod) error
 
 	// Prober runs probes. Default: probes.Handlers, with exec through
 	// RuntimeService and host-network pods reached at the first NodeIP.

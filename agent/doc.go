@@ -38,6 +38,13 @@
 //     runtime pods no source wants (only once every source has been
 //     seen, and never a pod a source holds whose ADD is still queued) and
 //     forgets finished pods' statuses;
+//   - once a pod's worker has finished it (its containers and sandboxes
+//     gone, its final status handed to the status manager),
+//     Config.PodTerminated is called with the newest spec, again after an
+//     error, and once only after it succeeded (a pod that had finished
+//     before a source began to delete it gets one more call, at the next
+//     housekeeping): kube.PodDeleter uses it to delete the pod object of
+//     a graceful deletion, as the kubelet does;
 //   - dead containers are collected (runtime.GarbageCollector) every
 //     Config.ContainerGCPeriod on a goroutine of their own, as the
 //     kubelet does: a slow or hung collection never delays a pod's sync,

@@ -49,6 +49,7 @@ func (a *Agent) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
 	a.mu.Lock()
 	for _, p := range pods {
 		delete(a.pods, p.UID)
+		delete(a.told, p.UID)
 	}
 	a.mu.Unlock()
 	for _, p := range pods {
@@ -81,6 +82,7 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 	}
 	a.mu.Unlock()
 	states := a.workers.SyncKnownPods(desired)
+	a.tellDeletedAfterFinish(ctx, desired, states)
 	// A pod created again while its UID terminated (a static pod's
 	// manifest removed and put back) has no worker once the old one
 	// finished: it starts afresh.
@@ -128,6 +130,7 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 			a.status.RemovePod(uid)
 			a.mu.Lock()
 			delete(a.reasons, uid)
+			delete(a.told, uid)
 			a.mu.Unlock()
 		}
 	}
@@ -207,10 +210,56 @@ func (a *Agent) SyncTerminatingRuntimePod(ctx context.Context, running *runtime.
 }
 
 // SyncTerminatedPod implements podworkers.SyncHandler: the final status,
-// where nothing is left running or pending.
+// where nothing is left running or pending, then Config.PodTerminated,
+// whose error makes the worker try again.
 func (a *Agent) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus) error {
 	a.generateAt(pod, rs, status.Terminated)
+	return a.podTerminated(ctx, pod)
+}
+
+// podTerminated calls Config.PodTerminated and records a success for a
+// pod with a deletionTimestamp, which needs no further call.
+func (a *Agent) podTerminated(ctx context.Context, pod *v1.Pod) error {
+	if a.cfg.PodTerminated == nil {
+		return nil
+	}
+	if err := a.cfg.PodTerminated(ctx, pod); err != nil {
+		return fmt.Errorf("agent: pod %s terminated: %w", podutil.FullName(pod), err)
+	}
+	if pod.DeletionTimestamp != nil {
+		a.mu.Lock()
+		a.told[pod.UID] = true
+		a.mu.Unlock()
+	}
 	return nil
+}
+
+// tellDeletedAfterFinish calls Config.PodTerminated for the desired pods
+// a source began to delete after their worker had finished (a pod that
+// reached Succeeded or Failed before its deletion arrived), whose worker
+// ignores the deletion. A failure is logged and tried again at the next
+// housekeeping.
+func (a *Agent) tellDeletedAfterFinish(ctx context.Context, desired []*v1.Pod, states map[types.UID]podworkers.State) {
+	if a.cfg.PodTerminated == nil {
+		return
+	}
+	for _, p := range desired {
+		if p.DeletionTimestamp == nil {
+			continue
+		}
+		if _, known := states[p.UID]; !known || !a.workers.ShouldPodContentBeRemoved(p.UID) {
+			continue
+		}
+		a.mu.Lock()
+		told := a.told[p.UID]
+		a.mu.Unlock()
+		if told {
+			continue
+		}
+		if err := a.podTerminated(ctx, p); err != nil {
+			a.log.V(2).Info("telling a deleted pod terminated failed", "pod", podutil.FullName(p), "podUID", p.UID, "err", err)
+		}
+	}
 }
 
 // HandleProbeUpdate implements syncloop.Handler: readiness and startup

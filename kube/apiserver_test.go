@@ -243,6 +243,69 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("pod deleter finishes a graceful deletion with the node's identity", func(t *testing.T) {
+		a := kubernetes.NewForConfigOrDie(s.NodeConfig(t, "node-a"))
+		d, err := kube.NewPodDeleter(kube.PodDeleterConfig{Client: a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created, err := admin.CoreV1().Pods("default").Create(ctx, apiPod("default", "finish", "", "node-a", 0), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Not being deleted: left alone.
+		if err := d.PodTerminated(ctx, sourced(created)); err != nil || d.Deleted() != 0 {
+			t.Fatalf("a pod without deletionTimestamp: err %v, deleted %d; want nil, 0", err, d.Deleted())
+		}
+		grace := int64(30)
+		if err := admin.CoreV1().Pods("default").Delete(ctx, "finish", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+			t.Fatal(err)
+		}
+		deleting, err := admin.CoreV1().Pods("default").Get(ctx, "finish", metav1.GetOptions{})
+		if err != nil || deleting.DeletionTimestamp == nil {
+			t.Fatalf("after a graceful delete: %v, %+v; want the pod with a deletionTimestamp", err, deleting)
+		}
+		// A mirror pod and a pod of another UID (a new pod of the same name)
+		// are not deleted.
+		mirror := sourced(deleting)
+		mirror.Annotations[podsource.AnnotationConfigMirror] = "hash"
+		other := sourced(deleting)
+		other.UID = "another-uid"
+		for _, p := range []*v1.Pod{mirror, other} {
+			if err := d.PodTerminated(ctx, p); err != nil {
+				t.Fatalf("PodTerminated(%s) = %v", p.UID, err)
+			}
+		}
+		if _, err := admin.CoreV1().Pods("default").Get(ctx, "finish", metav1.GetOptions{}); err != nil || d.Deleted() != 0 {
+			t.Fatalf("after a mirror pod and another UID: get %v, deleted %d; want the pod still there", err, d.Deleted())
+		}
+		if err := d.PodTerminated(ctx, sourced(deleting)); err != nil || d.Deleted() != 1 {
+			t.Fatalf("PodTerminated = %v, deleted %d; want nil, 1", err, d.Deleted())
+		}
+		if _, err := admin.CoreV1().Pods("default").Get(ctx, "finish", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("get after PodTerminated = %v; want NotFound (grace 0 removes the object)", err)
+		}
+		// Again, the pod being gone: nil.
+		if err := d.PodTerminated(ctx, sourced(deleting)); err != nil || d.Deleted() != 1 {
+			t.Fatalf("PodTerminated on a gone pod = %v, deleted %d; want nil, 1", err, d.Deleted())
+		}
+		// node-b's pod cannot be deleted by node-a.
+		theirs, err := admin.CoreV1().Pods("default").Create(ctx, apiPod("default", "finish-b", "", "node-b", 0), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.CoreV1().Pods("default").Delete(ctx, "finish-b", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+			t.Fatal(err)
+		}
+		theirs, err = admin.CoreV1().Pods("default").Get(ctx, "finish-b", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.PodTerminated(ctx, sourced(theirs)); !apierrors.IsForbidden(err) {
+			t.Fatalf("node-a finishes node-b's pod: %v; want Forbidden", err)
+		}
+	})
+
 	t.Run("status sink patches its pods' status", func(t *testing.T) {
 		a := kubernetes.NewForConfigOrDie(s.NodeConfig(t, "node-a"))
 		sink, err := kube.NewStatusSink(kube.StatusSinkConfig{Client: a})

@@ -86,10 +86,44 @@
 // front of it retries, so an absent API server loses no status. Patched
 // and Skipped count the writes made and spared.
 //
+// # Pod deletion
+//
+// A PodDeleter finishes the graceful deletion the API server began, as the
+// kubelet does: given to agent.Config.PodTerminated, it is called once the
+// pod's containers and sandboxes are gone and deletes the pod object with
+// grace period 0 and a precondition on its UID (a new pod of the same
+// name is never touched). Static pods, mirror pods and pods that merely
+// ended (no deletionTimestamp) are left alone; a pod that had ended
+// before its deletion arrived is deleted at the agent's next housekeeping.
+// Unlike the kubelet, which deletes from its status manager after the
+// final status was written, the deletion does not wait for that status to
+// reach the API server: the object it would be written to is being
+// removed.
+//
+// # A whole node
+//
+// With the node's own credentials, these make an agent.Agent a node of the
+// cluster, as TestAgentAgainstAPIServer does against a real API server:
+//
+//	client := kubernetes.NewForConfigOrDie(nodeRestConfig)
+//	src, _ := kube.NewPodSource(kube.PodSourceConfig{Client: client, NodeName: name})
+//	sink, _ := kube.NewStatusSink(kube.StatusSinkConfig{Client: client})
+//	del, _ := kube.NewPodDeleter(kube.PodDeleterConfig{Client: client})
+//	a, _ := agent.New(agent.Config{NodeName: name, RuntimeService: rs, ImageService: is,
+//		Sources: []podsource.Source{src}, StatusSink: sink, PodTerminated: del.PodTerminated})
+//	n, _ := kube.NewNode(kube.NodeConfig{Client: client, Name: name, Runtime: rs, Health: a.Healthy})
+//	go a.Run(ctx)
+//	go n.Run(ctx)
+//
+// A pod created on the node runs, its status reaches Running and Ready in
+// the API server, and a graceful deletion stops its containers and then
+// removes the pod object. examples/node is such a node agent, started like
+// the kubelet. Package kubetest starts the real etcd and kube-apiserver
+// these tests use, for the tests of programs built on kube.
+//
 // # Not yet here
 //
-// Deleting a pod object with grace 0 once its containers are gone (the
-// kubelet's last step of a graceful deletion), a rate limit of the sink's
+// A rate limit of the sink's
 // own (the rest.Config's QPS and Burst apply meanwhile), mirror pods,
 // configMap/secret/token getters and events.
 package kube

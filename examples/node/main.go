@@ -1,0 +1,406 @@
+// Command node is a node agent started like the kubelet: it registers the
+// machine as a Node of a cluster, keeps the Node's status and Lease, runs
+// the pods the API server binds to it (and the static pods of
+// staticPodPath) on a CRI runtime, writes their statuses back, and
+// deletes a pod's object once a graceful deletion has stopped its
+// containers:
+//
+//	go run ./examples/node --kubeconfig /etc/kubernetes/kubelet.conf \
+//		--config /var/lib/kubelet/config.yaml --node-ip 192.0.2.10
+//
+// Flags, as the kubelet's:
+//
+//	--config                      a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1)
+//	--kubeconfig                  credentials of the node (user system:node:NAME); required
+//	--root-dir                    state directory (pods/ under it); default /var/lib/kubelet
+//	--hostname-override           the node's name; default the host name, lower-cased
+//	--node-ip                     comma-separated node addresses (InternalIP)
+//	--container-runtime-endpoint  the CRI socket; overrides containerRuntimeEndpoint
+//	--v                           log verbosity
+//
+// The configuration file is decoded strictly: an unknown field, a
+// duplicate field, or another apiVersion or kind is an error. Its fields
+// honoured, with the kubelet's defaults when absent:
+//
+//	staticPodPath              static pod manifests (none)
+//	fileCheckFrequency         how often staticPodPath is read (20s)
+//	syncFrequency              resync of every pod (1m)
+//	nodeStatusUpdateFrequency  status computation (10s)
+//	nodeStatusReportFrequency  status report without change (5m, or
+//	                           nodeStatusUpdateFrequency when only that is set)
+//	nodeLeaseDurationSeconds   the Lease's duration (40), renewed every quarter of it
+//	address, port              the agent's HTTP server of /healthz, /pods and /metrics
+//	                           (127.0.0.1 and 10250; see below), and the Node's daemon port
+//	containerRuntimeEndpoint   the CRI socket (unix:///run/containerd/containerd.sock)
+//	podLogsDir                 container logs (/var/log/pods)
+//	registerWithTaints         taints of a newly registered Node (none)
+//	maxPods                    the Node's pods capacity (110)
+//	systemReserved, kubeReserved  subtracted from capacity in allocatable
+//	clusterDNS, clusterDomain, resolvConf  the pods' DNS (none, none,
+//	                           /etc/resolv.conf; "" for none)
+//
+// Every other field is accepted and ignored: authentication,
+// authorization and TLS (the agent's server is plain HTTP without
+// authentication, which is why address defaults to 127.0.0.1 rather than
+// the kubelet's 0.0.0.0), readOnlyPort, healthz*, cgroup and QoS
+// settings, eviction*, image garbage collection, featureGates, logging,
+// registerNode (the node always registers), serializeImagePulls and the
+// rest. Exec, logs, port-forward and attach are not served; the node's
+// identity is used as is (no certificate bootstrap or rotation).
+//
+// A runtime that is not there yet is waited for, with back-off from 100ms
+// to 5s, logging "waiting for the runtime". On SIGINT, SIGTERM or SIGHUP
+// it stops cleanly: the agent, the Node's status and Lease loops and the
+// HTTP server stop, and it exits 0, leaving the pods running in the
+// runtime, as the kubelet does.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/kube"
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/criclient"
+)
+
+// Defaults of the command, where they differ from the packages'.
+const (
+	DefaultRootDir         = "/var/lib/kubelet"
+	DefaultRuntimeEndpoint = "unix:///run/containerd/containerd.sock"
+	DefaultAddress         = "127.0.0.1"
+	DefaultPort            = 10250
+)
+
+type options struct {
+	config, kubeconfig, rootDir, hostnameOverride, nodeIP, endpoint string
+	verbosity                                                       int
+	clock                                                           clock.WithTicker // the runtime wait's; default real
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.config, "config", "", "KubeletConfiguration file (kubelet.config.k8s.io/v1beta1)")
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig with the node's credentials")
+	flag.StringVar(&o.rootDir, "root-dir", DefaultRootDir, "state directory")
+	flag.StringVar(&o.hostnameOverride, "hostname-override", "", "the node's name (default: the host name)")
+	flag.StringVar(&o.nodeIP, "node-ip", "", "comma-separated IP addresses of the node")
+	flag.StringVar(&o.endpoint, "container-runtime-endpoint", "", "CRI socket (default: containerRuntimeEndpoint of --config, else "+DefaultRuntimeEndpoint+")")
+	flag.IntVar(&o.verbosity, "v", 0, "log verbosity")
+	flag.Parse()
+	ctx, stop := signalContext()
+	defer stop()
+	if err := run(ctx, o, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "node:", err)
+		os.Exit(1)
+	}
+}
+
+// stopSignals are the signals that stop the command cleanly; SIGHUP (a
+// closed terminal, a supervisor's hang-up) is one of them.
+func stopSignals() []os.Signal { return []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP} }
+
+// signalContext is cancelled by the first of stopSignals.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), stopSignals()...)
+}
+
+// settings are the honoured fields of a KubeletConfiguration, defaulted.
+type settings struct {
+	staticPodPath                         string
+	fileCheck, sync, statusUpdate, report time.Duration
+	leaseDuration                         time.Duration
+	listen                                string
+	port                                  int32
+	endpoint, podLogsDir                  string
+	taints                                []v1.Taint
+	maxPods                               int
+	reserved                              v1.ResourceList
+	clusterDNS                            []string
+	clusterDomain, resolvConf             string
+}
+
+// loadConfig reads and strictly decodes the KubeletConfiguration at path
+// ("" for none) and applies the kubelet's defaults to the fields it
+// honours.
+func loadConfig(path string) (settings, error) {
+	var kc kubeletv1beta1.KubeletConfiguration
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return settings{}, fmt.Errorf("--config: %w", err)
+		}
+		if err := yaml.UnmarshalStrict(data, &kc); err != nil {
+			return settings{}, fmt.Errorf("--config %s: %w", path, err)
+		}
+		if kc.APIVersion != kubeletv1beta1.SchemeGroupVersion.String() || kc.Kind != "KubeletConfiguration" {
+			return settings{}, fmt.Errorf("--config %s: apiVersion %q, kind %q; want %s, KubeletConfiguration", path, kc.APIVersion, kc.Kind, kubeletv1beta1.SchemeGroupVersion)
+		}
+	}
+	or := func(d, def time.Duration) time.Duration {
+		if d > 0 {
+			return d
+		}
+		return def
+	}
+	s := settings{
+		staticPodPath: kc.StaticPodPath,
+		fileCheck:     or(kc.FileCheckFrequency.Duration, 20*time.Second),
+		sync:          or(kc.SyncFrequency.Duration, time.Minute),
+		statusUpdate:  or(kc.NodeStatusUpdateFrequency.Duration, 10*time.Second),
+		report:        or(kc.NodeStatusReportFrequency.Duration, 5*time.Minute),
+		leaseDuration: 40 * time.Second,
+		port:          DefaultPort,
+		endpoint:      kc.ContainerRuntimeEndpoint,
+		podLogsDir:    kc.PodLogsDir,
+		taints:        kc.RegisterWithTaints,
+		maxPods:       110,
+		clusterDNS:    kc.ClusterDNS,
+		clusterDomain: kc.ClusterDomain,
+		resolvConf:    "/etc/resolv.conf",
+	}
+	if kc.NodeStatusUpdateFrequency.Duration > 0 && kc.NodeStatusReportFrequency.Duration == 0 {
+		s.report = kc.NodeStatusUpdateFrequency.Duration // the kubelet's backward-compatible default
+	}
+	if kc.NodeLeaseDurationSeconds > 0 {
+		s.leaseDuration = time.Duration(kc.NodeLeaseDurationSeconds) * time.Second
+	}
+	if kc.Port != 0 {
+		if kc.Port < 0 || kc.Port > 65535 {
+			return settings{}, fmt.Errorf("--config %s: port %d is not between 1 and 65535", path, kc.Port)
+		}
+		s.port = kc.Port
+	}
+	address := DefaultAddress
+	if kc.Address != "" {
+		if net.ParseIP(kc.Address) == nil {
+			return settings{}, fmt.Errorf("--config %s: address %q is not an IP address", path, kc.Address)
+		}
+		address = kc.Address
+	}
+	s.listen = net.JoinHostPort(address, strconv.Itoa(int(s.port)))
+	if kc.MaxPods > 0 {
+		s.maxPods = int(kc.MaxPods)
+	}
+	if s.podLogsDir == "" {
+		s.podLogsDir = cri.DefaultPodLogsDir
+	}
+	if kc.ResolverConfig != nil {
+		s.resolvConf = *kc.ResolverConfig
+		if s.resolvConf == "" {
+			s.resolvConf = "-" // the kubelet's "" : no resolver file
+		}
+	}
+	reserved := v1.ResourceList{}
+	for field, m := range map[string]map[string]string{"systemReserved": kc.SystemReserved, "kubeReserved": kc.KubeReserved} {
+		for name, value := range m {
+			q, err := resource.ParseQuantity(value)
+			if err != nil {
+				return settings{}, fmt.Errorf("--config %s: %s[%s] %q: %w", path, field, name, value, err)
+			}
+			sum := reserved[v1.ResourceName(name)]
+			sum.Add(q)
+			reserved[v1.ResourceName(name)] = sum
+		}
+	}
+	if len(reserved) > 0 {
+		s.reserved = reserved
+	}
+	return s, nil
+}
+
+// nodeIPs parses --node-ip.
+func nodeIPs(flag string) ([]net.IP, []string, error) {
+	var ips []net.IP
+	var strs []string
+	for _, f := range strings.Split(flag, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		ip := net.ParseIP(f)
+		if ip == nil {
+			return nil, nil, fmt.Errorf("--node-ip: %q is not an IP address", f)
+		}
+		ips, strs = append(ips, ip), append(strs, ip.String())
+	}
+	return ips, strs, nil
+}
+
+func run(ctx context.Context, o options, errOut io.Writer) error {
+	if o.clock == nil {
+		o.clock = clock.RealClock{}
+	}
+	log := funcr.New(func(prefix, args string) {
+		fmt.Fprintln(errOut, time.Now().Format("15:04:05.000"), prefix, args)
+	}, funcr.Options{Verbosity: o.verbosity})
+	s, err := loadConfig(o.config)
+	if err != nil {
+		return err
+	}
+	if o.endpoint != "" {
+		s.endpoint = o.endpoint
+	}
+	if s.endpoint == "" {
+		s.endpoint = DefaultRuntimeEndpoint
+	}
+	name := o.hostnameOverride
+	if name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("--hostname-override is empty and the host name is unknown: %w", err)
+		}
+		name = h
+	}
+	name = strings.ToLower(strings.TrimSpace(name))
+	ips, ipStrings, err := nodeIPs(o.nodeIP)
+	if err != nil {
+		return err
+	}
+	if o.kubeconfig == "" {
+		return errors.New("--kubeconfig is required")
+	}
+	restConfig, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("--kubeconfig: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("--kubeconfig: %w", err)
+	}
+	if !filepath.IsAbs(o.rootDir) {
+		if o.rootDir, err = filepath.Abs(o.rootDir); err != nil {
+			return err
+		}
+	}
+
+	rt, err := dialRuntime(ctx, s.endpoint, o.clock, log)
+	if err != nil {
+		return err
+	}
+	defer rt.Close(context.Background())
+	log.Info("runtime ready", "endpoint", s.endpoint, "runtime", rt.RuntimeName(), "version", rt.RuntimeVersion())
+
+	podSource, err := kube.NewPodSource(kube.PodSourceConfig{Client: client, NodeName: name, Logger: log.WithName("pods")})
+	if err != nil {
+		return err
+	}
+	sources := []podsource.Source{podSource}
+	if s.staticPodPath != "" {
+		file, err := podsource.NewFile(podsource.FileConfig{Dir: s.staticPodPath, NodeName: name, Period: s.fileCheck, Logger: log.WithName("file")})
+		if err != nil {
+			return err
+		}
+		sources = append(sources, file)
+	}
+	sink, err := kube.NewStatusSink(kube.StatusSinkConfig{Client: client, Logger: log.WithName("status")})
+	if err != nil {
+		return err
+	}
+	deleter, err := kube.NewPodDeleter(kube.PodDeleterConfig{Client: client, Logger: log.WithName("delete")})
+	if err != nil {
+		return err
+	}
+	a, err := agent.New(agent.Config{
+		NodeName: name, NodeIPs: ipStrings,
+		RuntimeService: rt, ImageService: rt,
+		CRI: cri.Config{PodLogsDir: s.podLogsDir, PodsDir: filepath.Join(o.rootDir, "pods"),
+			ClusterDNS: s.clusterDNS, ClusterDomain: s.clusterDomain, ResolvConf: s.resolvConf},
+		Sources: sources, StatusSink: sink, PodTerminated: deleter.PodTerminated,
+		ResyncInterval: s.sync,
+		Listen:         s.listen,
+		Logger:         log.WithName("agent"),
+	})
+	if err != nil {
+		return err
+	}
+	node, err := kube.NewNode(kube.NodeConfig{
+		Client: client, Name: name, NodeIPs: ips, DaemonPort: s.port,
+		Taints: s.taints, MaxPods: s.maxPods, Reserved: s.reserved,
+		Runtime: rt, Health: a.Healthy,
+		NodeStatusUpdateFrequency: s.statusUpdate, NodeStatusReportFrequency: s.report,
+		LeaseDuration: s.leaseDuration, LeaseRenewInterval: s.leaseDuration / 4,
+		Logger: log.WithName("node"),
+	})
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	agentDone, nodeDone := make(chan error, 1), make(chan error, 1)
+	go func() { agentDone <- a.Run(ctx) }()
+	if a.Addr() == "" {
+		cancel()
+		return <-agentDone // Run could not listen; its error names the address
+	}
+	go func() { nodeDone <- node.Run(ctx) }()
+	log.Info("node agent running", "node", name, "listen", a.Addr(), "staticPodPath", s.staticPodPath)
+	// The first to end (an error, or ctx) ends the other.
+	var errA, errN error
+	select {
+	case errA = <-agentDone:
+		cancel()
+		errN = <-nodeDone
+	case errN = <-nodeDone:
+		cancel()
+		errA = <-agentDone
+	}
+	log.Info("stopped; pods are left running in the runtime")
+	return errors.Join(errA, errN)
+}
+
+// dialRuntime dials the CRI runtime at endpoint. While the runtime is not
+// there yet (its socket missing, unavailable, or slow to answer) it waits,
+// with back-off from 100ms doubling to 5s on clk, logging each failure,
+// until the runtime answers or ctx ends. Other errors (a malformed
+// endpoint, a socket that is no CRI runtime) are returned at once.
+func dialRuntime(ctx context.Context, endpoint string, clk clock.WithTicker, log logr.Logger) (*criclient.Client, error) {
+	const maxDelay = 5 * time.Second
+	delay := 100 * time.Millisecond
+	for {
+		client, err := criclient.Dial(ctx, endpoint)
+		if err == nil {
+			return client, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("waiting for the runtime at %s: %w", endpoint, err)
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, runtime.ErrUnavailable) && !errors.Is(err, runtime.ErrDeadlineExceeded) {
+			return nil, err
+		}
+		log.Info("waiting for the runtime", "endpoint", endpoint, "err", err.Error(), "retryIn", delay.String())
+		t := clk.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("waiting for the runtime at %s: %w", endpoint, err)
+		case <-t.C():
+		}
+		delay = min(2*delay, maxDelay)
+	}
+}

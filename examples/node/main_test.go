@@ -1,0 +1,406 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/kube/kubetest"
+	"github.com/nodekit/nodekit/runtime/fakecri"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of run.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// eventually polls cond every 100ms for at most d, failing with the last
+// state it described.
+func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v; last state: %s", what, d, state)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadConfig(t *testing.T) {
+	dir := t.TempDir()
+	t.Run("defaults", func(t *testing.T) {
+		s, err := loadConfig("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := settings{fileCheck: 20 * time.Second, sync: time.Minute, statusUpdate: 10 * time.Second, report: 5 * time.Minute,
+			leaseDuration: 40 * time.Second, listen: "127.0.0.1:10250", port: 10250, podLogsDir: "/var/log/pods", maxPods: 110, resolvConf: "/etc/resolv.conf"}
+		if fmt.Sprintf("%+v", s) != fmt.Sprintf("%+v", want) {
+			t.Errorf("loadConfig(\"\") = %+v\nwant %+v", s, want)
+		}
+	})
+	t.Run("fields honoured", func(t *testing.T) {
+		path := filepath.Join(dir, "full.yaml")
+		writeFile(t, path, `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: /etc/kubernetes/manifests
+syncFrequency: 30s
+nodeStatusUpdateFrequency: 4s
+nodeLeaseDurationSeconds: 20
+address: 0.0.0.0
+port: 10260
+containerRuntimeEndpoint: unix:///run/crio/crio.sock
+podLogsDir: /srv/logs
+registerWithTaints: [{key: example.com/edge, effect: NoSchedule}]
+maxPods: 30
+systemReserved: {cpu: 100m, memory: 100Mi}
+kubeReserved: {cpu: 200m}
+resolvConf: ""
+authentication: {anonymous: {enabled: false}}
+`)
+		s, err := loadConfig(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.staticPodPath != "/etc/kubernetes/manifests" || s.sync != 30*time.Second || s.statusUpdate != 4*time.Second ||
+			s.report != 4*time.Second || s.leaseDuration != 20*time.Second || s.listen != "0.0.0.0:10260" || s.port != 10260 ||
+			s.endpoint != "unix:///run/crio/crio.sock" || s.podLogsDir != "/srv/logs" || s.maxPods != 30 || s.resolvConf != "-" ||
+			len(s.taints) != 1 || s.taints[0].Key != "example.com/edge" {
+			t.Errorf("loadConfig = %+v", s)
+		}
+		if cpu, mem := s.reserved[v1.ResourceCPU], s.reserved[v1.ResourceMemory]; cpu.Cmp(resource.MustParse("300m")) != 0 || mem.Cmp(resource.MustParse("100Mi")) != 0 {
+			t.Errorf("reserved = %v, want cpu 300m (system + kube) and memory 100Mi", s.reserved)
+		}
+	})
+	for name, doc := range map[string]string{
+		"unknown field":   "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPod: 3\n",
+		"duplicate field": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 3\nmaxPods: 4\n",
+		"wrong kind":      "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n",
+		"no apiVersion":   "kind: KubeletConfiguration\n",
+		"bad quantity":    "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nsystemReserved: {cpu: lots}\n",
+		"bad port":        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: 70000\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".yaml")
+			writeFile(t, path, doc)
+			if _, err := loadConfig(path); err == nil || !strings.Contains(err.Error(), path) {
+				t.Errorf("loadConfig = %v, want an error naming the file", err)
+			}
+		})
+	}
+}
+
+func TestSIGHUPIsAStopSignal(t *testing.T) {
+	if !slices.Contains(stopSignals(), os.Signal(syscall.SIGHUP)) {
+		t.Fatalf("stopSignals() = %v: SIGHUP would kill the process", stopSignals())
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("SIGHUP did not end the signal context")
+	}
+}
+
+// writeKubeconfig writes a kubeconfig for the node's credentials.
+func writeKubeconfig(t *testing.T, s *kubetest.Server, name, path string) {
+	t.Helper()
+	rc := s.NodeConfig(t, name)
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthority: rc.CAFile, CertificateAuthorityData: rc.CAData}
+	cfg.AuthInfos["node"] = &clientcmdapi.AuthInfo{Token: rc.BearerToken}
+	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "node"}
+	cfg.CurrentContext = "c"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestRunAgainstAPIServer runs the command with a KubeletConfiguration,
+// the node's kubeconfig and fakecri on a unix socket against a real API
+// server: the Node registers with the configured taints, capacity and
+// Lease and turns Ready, a pod created on it runs and is Running and Ready
+// in the API server, a static pod of staticPodPath runs, a graceful
+// deletion removes the pod object, and cancelling the context stops run
+// cleanly.
+func TestRunAgainstAPIServer(t *testing.T) {
+	const name = "edge-1"
+	s := kubetest.Start(t, kubetest.Options{Nodes: []string{name}})
+	admin := kubernetes.NewForConfigOrDie(s.AdminConfig())
+	ctx := context.Background()
+	dir := t.TempDir()
+
+	fake, err := fakecri.New(fakecri.Config{PodCIDR: "127.90.0.0/16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "unix://" + filepath.Join(dir, "cri.sock")
+	lis, err := fakecri.ListenUnix(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	criCtx, stopCRI := context.WithCancel(ctx)
+	criDone := make(chan error, 1)
+	go func() { criDone <- fakecri.NewServer(fake, fake).Serve(criCtx, lis) }()
+	t.Cleanup(func() { stopCRI(); <-criDone })
+
+	kubeconfig := filepath.Join(dir, "kubelet.conf")
+	writeKubeconfig(t, s, name, kubeconfig)
+	manifests := filepath.Join(dir, "manifests")
+	writeFile(t, filepath.Join(manifests, "static.yaml"), `apiVersion: v1
+kind: Pod
+metadata: {name: static, namespace: kube-system}
+spec:
+  containers: [{name: c, image: busybox}]
+`)
+	port := freePort(t)
+	config := filepath.Join(dir, "config.yaml")
+	writeFile(t, config, fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: %s
+fileCheckFrequency: 1s
+syncFrequency: 10s
+nodeStatusUpdateFrequency: 1s
+nodeStatusReportFrequency: 1m
+nodeLeaseDurationSeconds: 8
+address: 127.0.0.1
+port: %d
+containerRuntimeEndpoint: %s
+podLogsDir: %s
+registerWithTaints: [{key: example.com/edge, effect: NoSchedule}]
+maxPods: 20
+systemReserved: {cpu: 100m}
+kubeReserved: {cpu: 100m}
+resolvConf: ""
+`, manifests, port, endpoint, filepath.Join(dir, "logs")))
+
+	var errOut syncBuffer
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(runCtx, options{config: config, kubeconfig: kubeconfig, rootDir: filepath.Join(dir, "root"),
+			hostnameOverride: "Edge-1", nodeIP: "127.0.0.1", verbosity: 2}, &errOut)
+	}()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("run = %v\n%s", err, errOut.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("run did not return within 30s of its context ending\n%s", errOut.String())
+		}
+	}
+	t.Cleanup(stop)
+
+	eventually(t, 60*time.Second, "the Node Ready", func() (bool, string) {
+		n, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == v1.NodeReady {
+				return c.Status == v1.ConditionTrue, fmt.Sprintf("%+v", c)
+			}
+		}
+		return false, "no Ready condition"
+	})
+	n, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == "example.com/edge" }) {
+		t.Errorf("taints = %v, want registerWithTaints' example.com/edge", n.Spec.Taints)
+	}
+	capCPU, allocCPU := n.Status.Capacity[v1.ResourceCPU], n.Status.Allocatable[v1.ResourceCPU]
+	capCPU.Sub(allocCPU)
+	if pods := n.Status.Capacity[v1.ResourcePods]; pods.Value() != 20 || capCPU.Cmp(resource.MustParse("200m")) != 0 {
+		t.Errorf("capacity pods %v, cpu capacity - allocatable %v; want 20 (maxPods) and 200m (systemReserved + kubeReserved)", pods.String(), capCPU.String())
+	}
+	if got := n.Status.DaemonEndpoints.KubeletEndpoint.Port; got != int32(port) {
+		t.Errorf("daemon port %d, want %d", got, port)
+	}
+	if len(n.Status.Addresses) == 0 || n.Status.Addresses[0].Address != "127.0.0.1" {
+		t.Errorf("addresses %v, want 127.0.0.1 first", n.Status.Addresses)
+	}
+	var lease *coordinationv1.Lease
+	eventually(t, 10*time.Second, "the Lease", func() (bool, string) {
+		lease, err = admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, name, metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	if d := lease.Spec.LeaseDurationSeconds; d == nil || *d != 8 {
+		t.Errorf("lease duration %v, want nodeLeaseDurationSeconds 8", d)
+	}
+
+	if _, err := admin.CoreV1().Pods("default").Create(ctx, &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: v1.PodSpec{NodeName: name, Containers: []v1.Container{{Name: "c", Image: "busybox"}},
+			Tolerations: []v1.Toleration{{Key: "example.com/edge", Operator: v1.TolerationOpExists}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the pod Running and Ready in the API server", func() (bool, string) {
+		p, err := admin.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		ready := slices.ContainsFunc(p.Status.Conditions, func(c v1.PodCondition) bool { return c.Type == v1.PodReady && c.Status == v1.ConditionTrue })
+		return p.Status.Phase == v1.PodRunning && ready, fmt.Sprintf("phase %s, ready %v", p.Status.Phase, ready)
+	})
+
+	// The agent's server on address:port: healthy, and the static pod runs.
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	eventually(t, 30*time.Second, "the static pod Running on /pods", func() (bool, string) {
+		resp, err := http.Get(base + "/pods")
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		var list v1.PodList
+		if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, p := range list.Items {
+			seen = append(seen, p.Namespace+"/"+p.Name+" "+string(p.Status.Phase))
+			if p.Name == "static-"+name && p.Status.Phase == v1.PodRunning {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(seen)
+	})
+	resp, err := http.Get(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/healthz = %d", resp.StatusCode)
+	}
+
+	grace := int64(30)
+	if err := admin.CoreV1().Pods("default").Delete(ctx, "web", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 25*time.Second, "the pod object gone, well within its grace period", func() (bool, string) {
+		_, err := admin.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+
+	stop()
+	if !strings.Contains(errOut.String(), "stopped; pods are left running") {
+		t.Errorf("no clean stop in the log:\n%s", errOut.String())
+	}
+}
+
+// A runtime socket that is not there yet is waited for, logging "waiting
+// for the runtime", until the command is stopped.
+func TestRunWaitsForTheRuntime(t *testing.T) {
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubelet.conf")
+	writeFile(t, kubeconfig, `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`)
+	clk := clocktesting.NewFakeClock(time.Now())
+	var errOut syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, options{kubeconfig: kubeconfig, rootDir: dir, hostnameOverride: "n",
+			endpoint: "unix://" + filepath.Join(dir, "absent.sock"), clock: clk}, &errOut)
+	}()
+	for i := 0; i < 3; i++ {
+		eventually(t, 10*time.Second, "a back-off timer", func() (bool, string) { return clk.HasWaiters(), errOut.String() })
+		clk.Step(5 * time.Second)
+	}
+	eventually(t, 10*time.Second, "three waits logged", func() (bool, string) {
+		return strings.Count(errOut.String(), "waiting for the runtime") >= 3, errOut.String()
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "waiting for the runtime at unix://") {
+			t.Errorf("run = %v, want an error saying it was waiting for the runtime", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not return after its context ended")
+	}
+}
