@@ -24,14 +24,14 @@ unit:
 e2e:
 	hack/e2e/run.sh
 
-# The kube tests against a real etcd and kube-apiserver, which
+# The kube and examples/node tests against a real etcd and kube-apiserver, which
 # hack/kube/install.sh builds once into a cache directory (it prints it).
 # With NODEKIT_KUBE_TOOLS set a missing binary fails the tests; "make unit"
 # leaves it unset, so there they skip.
 kube-e2e:
 	@tools=$$(hack/kube/install.sh) && test -n "$$tools" && \
 	echo "kube-e2e: NODEKIT_KUBE_TOOLS=$$tools" && \
-	NODEKIT_KUBE_TOOLS=$$tools $(GO) test -race -count=1 ./kube/...
+	NODEKIT_KUBE_TOOLS=$$tools $(GO) test -race -count=1 ./kube/... ./examples/node/...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
