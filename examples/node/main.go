@@ -61,7 +61,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"os"
 	"os/signal"
@@ -71,7 +70,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -84,7 +82,6 @@ import (
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/kube"
 	"github.com/nodekit/nodekit/podsource"
-	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/runtime/criclient"
 )
@@ -298,7 +295,7 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 		}
 	}
 
-	rt, err := dialRuntime(ctx, s.endpoint, o.clock, log)
+	rt, err := criclient.DialWait(ctx, s.endpoint, o.clock, log)
 	if err != nil {
 		return err
 	}
@@ -372,35 +369,4 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	}
 	log.Info("stopped; pods are left running in the runtime")
 	return errors.Join(errA, errN)
-}
-
-// dialRuntime dials the CRI runtime at endpoint. While the runtime is not
-// there yet (its socket missing, unavailable, or slow to answer) it waits,
-// with back-off from 100ms doubling to 5s on clk, logging each failure,
-// until the runtime answers or ctx ends. Other errors (a malformed
-// endpoint, a socket that is no CRI runtime) are returned at once.
-func dialRuntime(ctx context.Context, endpoint string, clk clock.WithTicker, log logr.Logger) (*criclient.Client, error) {
-	const maxDelay = 5 * time.Second
-	delay := 100 * time.Millisecond
-	for {
-		client, err := criclient.Dial(ctx, endpoint)
-		if err == nil {
-			return client, nil
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("waiting for the runtime at %s: %w", endpoint, err)
-		}
-		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, runtime.ErrUnavailable) && !errors.Is(err, runtime.ErrDeadlineExceeded) {
-			return nil, err
-		}
-		log.Info("waiting for the runtime", "endpoint", endpoint, "err", err.Error(), "retryIn", delay.String())
-		t := clk.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("waiting for the runtime at %s: %w", endpoint, err)
-		case <-t.C():
-		}
-		delay = min(2*delay, maxDelay)
-	}
 }

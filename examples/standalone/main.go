@@ -29,11 +29,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -46,14 +44,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/podsource"
-	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/criclient"
 	"github.com/nodekit/nodekit/runtime/fakecri"
 )
@@ -135,7 +131,7 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		}
 		fmt.Fprintln(out, "runtime: built-in fakecri")
 	} else {
-		client, err := dialRuntime(ctx, o.endpoint, o.clock, log)
+		client, err := criclient.DialWait(ctx, o.endpoint, o.clock, log)
 		if err != nil {
 			return err
 		}
@@ -182,37 +178,6 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 	err = <-done
 	fmt.Fprintln(out, "stopped; pods are left running in the runtime")
 	return err
-}
-
-// dialRuntime dials the CRI runtime at endpoint. While the runtime is not
-// there yet (its socket missing, unavailable, or slow to answer) it waits,
-// with back-off from 100ms doubling to 5s on clk, logging each failure,
-// until the runtime answers or ctx ends. Other errors (a malformed
-// endpoint, a socket that is no CRI runtime) are returned at once.
-func dialRuntime(ctx context.Context, endpoint string, clk clock.Clock, log logr.Logger) (*criclient.Client, error) {
-	const maxDelay = 5 * time.Second
-	delay := 100 * time.Millisecond
-	for {
-		client, err := criclient.Dial(ctx, endpoint)
-		if err == nil {
-			return client, nil
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("waiting for the runtime at %s: %w", endpoint, err)
-		}
-		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, runtime.ErrUnavailable) && !errors.Is(err, runtime.ErrDeadlineExceeded) {
-			return nil, err
-		}
-		log.Info("waiting for the runtime", "endpoint", endpoint, "err", err.Error(), "retryIn", delay.String())
-		t := clk.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("waiting for the runtime at %s: %w", endpoint, err)
-		case <-t.C():
-		}
-		delay = min(2*delay, maxDelay)
-	}
 }
 
 // profilingServer serves Go's /debug/pprof handlers from its own mux

@@ -28,6 +28,11 @@
 //   - ExecSync returns a non-zero exit as a k8s.io/utils/exec
 //     CodeExitError with the output, as the upstream client does.
 //
+// DialWait is Dial for a runtime that may not be up yet, as a node agent
+// started before its runtime needs: it logs and waits with back-off
+// (100ms doubling to 5s) while the socket is missing or the runtime
+// unavailable, and fails at once on what waiting cannot mend.
+//
 // Wrap and IsNotFound apply the same classification to errors of any
 // other implementation of the interfaces (an in-process fakecri returns
 // plain gRPC status errors), and FromSandbox, FromContainer,
