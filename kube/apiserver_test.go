@@ -39,6 +39,18 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, s
 	}
 }
 
+// nodeSees waits until the node's client may read the pod: the Node
+// authorizer learns that a pod is bound to a node from its own watch,
+// a moment after the pod was created, as a node agent learns of it from
+// its watch.
+func nodeSees(t *testing.T, node kubernetes.Interface, namespace, name string) {
+	t.Helper()
+	eventually(t, 10*time.Second, "the node may read pod "+namespace+"/"+name, func() (bool, string) {
+		_, err := node.CoreV1().Pods(namespace).Get(context.Background(), name, metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
 type health struct {
 	mu  sync.Mutex
 	err error
@@ -253,6 +265,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		nodeSees(t, a, "default", "finish")
 		// Not being deleted: left alone.
 		if err := d.PodTerminated(ctx, sourced(created)); err != nil || d.Deleted() != 0 {
 			t.Fatalf("a pod without deletionTimestamp: err %v, deleted %d; want nil, 0", err, d.Deleted())
@@ -316,6 +329,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		nodeSees(t, a, "default", "status")
 		st := running("10.0.0.5")
 		st.ContainerStatuses[0].Image = "busybox"
 		if err := sink.UpdatePodStatus(ctx, sourced(created), st); err != nil {
@@ -393,6 +407,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		nodeSees(t, a, "default", "outage")
 
 		s.StopAPIServer(t)
 		stopped := time.Now()
