@@ -9,10 +9,11 @@ import (
 
 // ObjectGetter gives the configMaps and secrets that configMap, secret
 // and projected volumes show. Objects (in memory) implements it, and
-// kube an API-server-backed one. Methods are safe for concurrent use, may
-// block until ctx ends, and return an error for which
-// k8s.io/apimachinery/pkg/api/errors.IsNotFound is true when the object
-// does not exist. The caller must not modify what they return.
+// kube an API-server-backed one; it has the method set of
+// runtime/cri.ObjectGetter, so one value serves env and volumes. Methods
+// are safe for concurrent use, may block until ctx ends, and return an
+// error wrapping runtime.ErrNotFound when the object does not exist. The
+// caller must not modify what they return.
 type ObjectGetter interface {
 	GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
 	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
