@@ -54,13 +54,13 @@ func (r *terminations) describe() string {
 	return fmt.Sprintf("%q", r.seen)
 }
 
-// PodTerminated is called once a deleted pod's containers are gone, with
-// the pod as deleted, again after it fails, and never again once it
-// succeeded; a pod still running never reaches it.
-func TestPodTerminatedHook(t *testing.T) {
+// runWithTerminations runs an agent on fakecri, fed by a channel source,
+// whose PodTerminated hook is recorded and fails its first failN calls.
+func runWithTerminations(t *testing.T, failN int) (*fidelity, *terminations) {
+	t.Helper()
 	fake := newFake(t)
 	dir := t.TempDir()
-	rec := &terminations{fake: fake, calls: map[string]int{}, ok: map[string]int{}, failN: 2}
+	rec := &terminations{fake: fake, calls: map[string]int{}, ok: map[string]int{}, failN: failN}
 	api := podsource.NewChannel("api", 16)
 	h := &history{}
 	a, err := agent.New(agent.Config{
@@ -73,7 +73,14 @@ func TestPodTerminatedHook(t *testing.T) {
 		t.Fatal(err)
 	}
 	runUntilCleanup(t, a)
-	f := &fidelity{t: t, fake: fake, api: api, history: h}
+	return &fidelity{t: t, fake: fake, api: api, history: h}, rec
+}
+
+// PodTerminated is called once a deleted pod's containers are gone, with
+// the pod as deleted, again after it fails, and never again once it
+// succeeded; a pod still running never reaches it.
+func TestPodTerminatedHook(t *testing.T) {
+	f, rec := runWithTerminations(t, 2)
 	f.send(podsource.SET)
 	gone := apiPod("gone", v1.RestartPolicyAlways, []string{"main", "side"})
 	stays := apiPod("stays", v1.RestartPolicyAlways, []string{"main"})
@@ -106,22 +113,7 @@ func TestPodTerminatedHook(t *testing.T) {
 // second PodTerminated call, with its deletionTimestamp, at housekeeping;
 // then no more.
 func TestPodTerminatedAfterFinish(t *testing.T) {
-	fake := newFake(t)
-	dir := t.TempDir()
-	rec := &terminations{fake: fake, calls: map[string]int{}, ok: map[string]int{}, failN: 0}
-	api := podsource.NewChannel("api", 16)
-	h := &history{}
-	a, err := agent.New(agent.Config{
-		NodeName: "node", RuntimeService: fake, ImageService: fake, Sources: []podsource.Source{api}, StatusSink: h,
-		PodTerminated: rec.hook,
-		RelistPeriod:  20 * time.Millisecond, HousekeepingPeriod: 50 * time.Millisecond, BackOffPeriod: 50 * time.Millisecond,
-		CRI: cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: filepath.Join(dir, "pods"), ResolvConf: "-"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runUntilCleanup(t, a)
-	f := &fidelity{t: t, fake: fake, api: api, history: h}
+	f, rec := runWithTerminations(t, 0)
 	f.send(podsource.SET)
 	job := apiPod("job", v1.RestartPolicyNever, []string{"main"}, fakecri.EnvExitCode, "0")
 	f.send(podsource.ADD, job)
