@@ -11,8 +11,8 @@ import (
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/utils/clock"
 	mount "k8s.io/mount-utils"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/runtime"
 )

@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/utils/clock"
 	mount "k8s.io/mount-utils"
+	"k8s.io/utils/clock"
 )
 
 // SecretPluginName is the name of the secret plugin.
