@@ -12,8 +12,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/utils/clock"
 	mount "k8s.io/mount-utils"
+	"k8s.io/utils/clock"
 )
 
 // DownwardAPIPluginName is the name of the downwardAPI plugin.

@@ -8,8 +8,8 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/utils/clock"
 	mount "k8s.io/mount-utils"
+	"k8s.io/utils/clock"
 )
 
 // ProjectedPluginName is the name of the projected plugin.
