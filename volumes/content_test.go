@@ -83,6 +83,8 @@ func checkErr(t *testing.T, err error, is error, parts ...string) {
 	}
 }
 
+type fakeMounterT = mount.FakeMounter
+
 func fakeMounter() *mount.FakeMounter { return mount.NewFakeMounter(nil) }
 
 func isMounted(t *testing.T, fm *mount.FakeMounter, dir string) bool {
@@ -168,4 +170,3 @@ func keyItems(paths []string) []v1.KeyToPath {
 	}
 	return items
 }
-
