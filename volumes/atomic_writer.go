@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -84,7 +83,8 @@ func NewAtomicWriter(dir string, clk clock.PassiveClock) *AtomicWriter {
 // Write makes the directory show exactly payload, a map from relative
 // path to file. When the directory already shows the same paths with the
 // same content, nothing is written and changed is false. Otherwise a new
-// generation is written; prepare, when not nil, is called with its
+// generation is written, and every other generation (the previous one,
+// leftovers of a crash) is removed; prepare, when not nil, is called with its
 // directory before it is switched in (to set ownership, as the kubelet
 // applies fsGroup there), and an error from it abandons the generation.
 //
@@ -103,9 +103,14 @@ func (w *AtomicWriter) Write(payload map[string]FileProjection, prepare func(gen
 		return false, err
 	}
 	tops := topLevelNames(files)
+	var missing []string
 	for _, top := range tops {
-		if err := w.checkVisible(top); err != nil {
+		exists, err := w.checkVisible(top)
+		if err != nil {
 			return false, err
+		}
+		if !exists {
+			missing = append(missing, top)
 		}
 	}
 
@@ -133,7 +138,7 @@ func (w *AtomicWriter) Write(payload map[string]FileProjection, prepare func(gen
 			return false, err
 		}
 	}
-	for _, top := range tops {
+	for _, top := range missing {
 		if err := w.makeVisible(top); err != nil {
 			return write, err
 		}
@@ -143,8 +148,10 @@ func (w *AtomicWriter) Write(payload map[string]FileProjection, prepare func(gen
 			return true, err
 		}
 	}
-	if err := w.removeOldGenerations(); err != nil {
-		return write, err
+	if write {
+		if err := w.removeOldGenerations(); err != nil {
+			return true, err
+		}
 	}
 	return write, nil
 }
@@ -287,27 +294,24 @@ func (w *AtomicWriter) currentGeneration() (string, error) {
 }
 
 // checkVisible refuses a top-level name that is anything but absent or
-// the writer's symlink into "..data".
-func (w *AtomicWriter) checkVisible(top string) error {
+// the writer's symlink into "..data", and tells which of the two it is.
+func (w *AtomicWriter) checkVisible(top string) (exists bool, err error) {
 	p := filepath.Join(w.dir, top)
+	target, err := os.Readlink(p)
+	if err == nil {
+		if target != dataLink+"/"+top {
+			return true, fmt.Errorf("volumes: %s points at %q, not into %s: %w", p, target, dataLink, ErrUnsafePath)
+		}
+		return true, nil
+	}
 	fi, err := os.Lstat(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("volumes: %w", err)
+		return false, fmt.Errorf("volumes: %w", err)
 	}
-	if fi.Mode().Type() != fs.ModeSymlink {
-		return fmt.Errorf("volumes: %s is a %s, not a link into %s: %w", p, typeName(fi.Mode()), dataLink, ErrUnsafePath)
-	}
-	target, err := os.Readlink(p)
-	if err != nil {
-		return fmt.Errorf("volumes: %w", err)
-	}
-	if target != dataLink+"/"+top {
-		return fmt.Errorf("volumes: %s points at %q, not into %s: %w", p, target, dataLink, ErrUnsafePath)
-	}
-	return nil
+	return true, fmt.Errorf("volumes: %s is a %s, not a link into %s: %w", p, typeName(fi.Mode()), dataLink, ErrUnsafePath)
 }
 
 func typeName(m fs.FileMode) string {
@@ -366,8 +370,9 @@ func (w *AtomicWriter) sameContent(gen string, oldPaths map[string]bool, files [
 		return false, fmt.Errorf("volumes: open %s: %w", filepath.Join(w.dir, gen), err)
 	}
 	defer unix.Close(root)
+	buf := make([]byte, 4<<10)
 	for _, f := range files {
-		same, err := sameFile(root, f)
+		same, err := sameFile(root, f, buf)
 		if err != nil {
 			return false, fmt.Errorf("volumes: %s: %w", filepath.Join(w.dir, gen, f.path), err)
 		}
@@ -379,29 +384,37 @@ func (w *AtomicWriter) sameContent(gen string, oldPaths map[string]bool, files [
 }
 
 // sameFile compares the file at f.path beneath root with f.Data, following
-// no symlink on the way.
-func sameFile(root int, f file) (bool, error) {
+// no symlink on the way; buf is scratch space of at least 4 KiB.
+func sameFile(root int, f file, buf []byte) (bool, error) {
 	fd, err := openBeneath(root, f.path, unix.O_RDONLY, 0, false)
 	if err != nil {
 		return false, err
 	}
-	fh := os.NewFile(uintptr(fd), f.path)
-	defer fh.Close()
-	fi, err := fh.Stat()
-	if err != nil {
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
 		return false, err
 	}
-	if !fi.Mode().IsRegular() {
-		return false, fmt.Errorf("is a %s: %w", typeName(fi.Mode()), ErrUnsafePath)
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false, fmt.Errorf("is not a regular file: %w", ErrUnsafePath)
 	}
-	if fi.Size() != int64(len(f.Data)) {
+	if st.Size != int64(len(f.Data)) {
 		return false, nil
 	}
-	got, err := io.ReadAll(io.LimitReader(fh, int64(len(f.Data))+1))
-	if err != nil {
-		return false, err
+	for off := 0; off < len(f.Data); {
+		n, err := unix.Read(fd, buf[:min(len(buf), len(f.Data)-off)])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		if n == 0 || !bytes.Equal(buf[:n], f.Data[off:off+n]) {
+			return false, nil
+		}
+		off += n
 	}
-	return bytes.Equal(got, f.Data), nil
+	return true, nil
 }
 
 // openBeneath opens rel beneath the directory descriptor root one element
@@ -512,7 +525,8 @@ func (w *AtomicWriter) makeVisible(top string) error {
 		return fmt.Errorf("volumes: %w", err)
 	}
 	if err != nil {
-		return w.checkVisible(top)
+		_, err = w.checkVisible(top)
+		return err
 	}
 	return nil
 }

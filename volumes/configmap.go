@@ -59,9 +59,9 @@ func (p *ConfigMapPlugin) SetUp(ctx context.Context, req *Request) (string, erro
 	if err != nil {
 		return "", err
 	}
-	defMode, err := fileMode(field+".defaultMode", src.DefaultMode, DefaultContentMode)
+	defMode, err := fileMode(src.DefaultMode, DefaultContentMode)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%s.defaultMode: %w", field, err)
 	}
 	data, err := configMapData(field, cm)
 	if err != nil {

@@ -28,15 +28,38 @@ var contentAttributes = Attributes{Managed: true, ReadOnly: true, Refresh: true}
 // each path came from so that errors name it.
 type payload struct {
 	files  map[string]FileProjection
-	fields map[string]string // cleaned path -> field
+	fields map[string]fieldName // cleaned path -> field
 }
 
 func newPayload() *payload {
-	return &payload{files: map[string]FileProjection{}, fields: map[string]string{}}
+	return &payload{files: map[string]FileProjection{}, fields: map[string]fieldName{}}
+}
+
+// fieldName names the field a path came from; it is formatted only for
+// an error.
+type fieldName struct {
+	base  string // "spec.volumes[v].configMap"
+	index int    // the item's index, or -1
+	kind  string // with key: "configMap", "secret"
+	key   string // the object's key when every key is shown
+}
+
+func pathField(base string) fieldName { return fieldName{base: base, index: -1} }
+
+func itemField(base string, i int) fieldName { return fieldName{base: base, index: i} }
+
+func (f fieldName) String() string {
+	switch {
+	case f.key != "":
+		return fmt.Sprintf("%s %s key %q", f.base, f.kind, f.key)
+	case f.index >= 0:
+		return fmt.Sprintf("%s.items[%d].path", f.base, f.index)
+	}
+	return f.base + ".path"
 }
 
 // add adds a file, checking its path; field names where the path came from.
-func (p *payload) add(field, rel string, data []byte, mode os.FileMode) error {
+func (p *payload) add(field fieldName, rel string, data []byte, mode os.FileMode) error {
 	if err := ValidatePath(rel); err != nil {
 		return fmt.Errorf("%s: %w", field, err)
 	}
@@ -51,12 +74,12 @@ func (p *payload) add(field, rel string, data []byte, mode os.FileMode) error {
 
 // fileMode checks a mode field (0 to 0777) and returns it, or def when
 // it is not set.
-func fileMode(field string, m *int32, def os.FileMode) (os.FileMode, error) {
+func fileMode(m *int32, def os.FileMode) (os.FileMode, error) {
 	if m == nil {
 		return def, nil
 	}
 	if *m < 0 || *m > 0o777 {
-		return 0, fmt.Errorf("%s: mode %#o must be between 0 and 0777", field, *m)
+		return 0, fmt.Errorf("mode %#o must be between 0 and 0777", *m)
 	}
 	return os.FileMode(*m), nil
 }
@@ -104,26 +127,25 @@ func (p *payload) addKeys(field string, d keyedData, items []v1.KeyToPath, defMo
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			if err := p.add(fmt.Sprintf("%s %s key %q", field, d.kind, k), k, d.data[k], defMode); err != nil {
+			if err := p.add(fieldName{base: field, kind: d.kind, key: k}, k, d.data[k], defMode); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	for i, it := range items {
-		f := fmt.Sprintf("%s.items[%d]", field, i)
 		data, ok := d.data[it.Key]
 		if !ok {
 			if opt {
 				continue
 			}
-			return fmt.Errorf("%s.key: %s %q has no key %q", f, d.kind, d.name, it.Key)
+			return fmt.Errorf("%s.items[%d].key: %s %q has no key %q", field, i, d.kind, d.name, it.Key)
 		}
-		mode, err := fileMode(f+".mode", it.Mode, defMode)
+		mode, err := fileMode(it.Mode, defMode)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s.items[%d].mode: %w", field, i, err)
 		}
-		if err := p.add(f+".path", it.Path, data, mode); err != nil {
+		if err := p.add(itemField(field, i), it.Path, data, mode); err != nil {
 			return err
 		}
 	}

@@ -63,9 +63,9 @@ func (p *DownwardAPIPlugin) SetUp(_ context.Context, req *Request) (string, erro
 		return "", fmt.Errorf("volumes: volume %q is not a downwardAPI volume", req.Volume.Name)
 	}
 	field := volumeField(req.Volume, "downwardAPI")
-	defMode, err := fileMode(field+".defaultMode", src.DefaultMode, DefaultContentMode)
+	defMode, err := fileMode(src.DefaultMode, DefaultContentMode)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%s.defaultMode: %w", field, err)
 	}
 	pl := newPayload()
 	if err := pl.addDownwardAPI(field, src.Items, req.Pod, p.allocatable, defMode); err != nil {
@@ -86,9 +86,9 @@ func (p *DownwardAPIPlugin) TearDown(_ context.Context, dir string) error {
 func (p *payload) addDownwardAPI(field string, items []v1.DownwardAPIVolumeFile, pod *v1.Pod, allocatable v1.ResourceList, defMode os.FileMode) error {
 	for i, it := range items {
 		f := fmt.Sprintf("%s.items[%d]", field, i)
-		mode, err := fileMode(f+".mode", it.Mode, defMode)
+		mode, err := fileMode(it.Mode, defMode)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s.mode: %w", f, err)
 		}
 		var value string
 		switch {
@@ -105,7 +105,7 @@ func (p *payload) addDownwardAPI(field string, items []v1.DownwardAPIVolumeFile,
 		default:
 			return fmt.Errorf("%s: one of fieldRef and resourceFieldRef is required", f)
 		}
-		if err := p.add(f+".path", it.Path, []byte(value), mode); err != nil {
+		if err := p.add(itemField(field, i), it.Path, []byte(value), mode); err != nil {
 			return err
 		}
 	}

@@ -78,9 +78,9 @@ func (p *ProjectedPlugin) SetUp(ctx context.Context, req *Request) (string, erro
 		return "", fmt.Errorf("volumes: volume %q is not a projected volume", req.Volume.Name)
 	}
 	field := volumeField(req.Volume, "projected")
-	defMode, err := fileMode(field+".defaultMode", src.DefaultMode, DefaultContentMode)
+	defMode, err := fileMode(src.DefaultMode, DefaultContentMode)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%s.defaultMode: %w", field, err)
 	}
 	pl := newPayload()
 	for i := range src.Sources {
@@ -166,7 +166,7 @@ func (p *ProjectedPlugin) addToken(ctx context.Context, pl *payload, req *Reques
 	if sc := req.Pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
 		mode = 0o600
 	}
-	return pl.add(field+".path", s.Path, []byte(tr.Status.Token), mode)
+	return pl.add(pathField(field), s.Path, []byte(tr.Status.Token), mode)
 }
 
 // TearDown unmounts the tmpfs, then removes dir.

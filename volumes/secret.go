@@ -65,9 +65,9 @@ func (p *SecretPlugin) SetUp(ctx context.Context, req *Request) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	defMode, err := fileMode(field+".defaultMode", src.DefaultMode, DefaultContentMode)
+	defMode, err := fileMode(src.DefaultMode, DefaultContentMode)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%s.defaultMode: %w", field, err)
 	}
 	pl := newPayload()
 	if err := pl.addKeys(field, secretData(s), src.Items, defMode, opt); err != nil {
