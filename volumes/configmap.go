@@ -42,7 +42,7 @@ func (p *ConfigMapPlugin) Name() string { return ConfigMapPluginName }
 func (p *ConfigMapPlugin) CanSupport(v *v1.Volume) bool { return v.ConfigMap != nil }
 
 // Attributes: managed, read-only, refreshed.
-func (p *ConfigMapPlugin) Attributes(*v1.Volume) Attributes { return contentAttributes }
+func (p *ConfigMapPlugin) Attributes(*v1.Volume) Attributes { return contentAttributes() }
 
 // SetUp writes the configMap's keys (or its items) into req.Dir, leaving
 // the files as they are when nothing changed. A missing configMap is an

@@ -22,7 +22,7 @@ import (
 const DefaultContentMode os.FileMode = 0o644
 
 // contentAttributes are the attributes of every content volume.
-var contentAttributes = Attributes{Managed: true, ReadOnly: true, Refresh: true}
+func contentAttributes() Attributes { return Attributes{Managed: true, ReadOnly: true, Refresh: true} }
 
 // payload collects the files of a content volume, remembering which field
 // each path came from so that errors name it.

@@ -52,7 +52,7 @@ func (p *DownwardAPIPlugin) CanSupport(v *v1.Volume) bool { return v.DownwardAPI
 
 // Attributes: managed, read-only, refreshed (labels and annotations
 // change while the pod runs).
-func (p *DownwardAPIPlugin) Attributes(*v1.Volume) Attributes { return contentAttributes }
+func (p *DownwardAPIPlugin) Attributes(*v1.Volume) Attributes { return contentAttributes() }
 
 // SetUp writes the items of the volume into req.Dir from req.Pod,
 // leaving the files as they are when nothing changed. An unsupported

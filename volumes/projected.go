@@ -64,7 +64,7 @@ func (p *ProjectedPlugin) Name() string { return ProjectedPluginName }
 func (p *ProjectedPlugin) CanSupport(v *v1.Volume) bool { return v.Projected != nil }
 
 // Attributes: managed, read-only, refreshed.
-func (p *ProjectedPlugin) Attributes(*v1.Volume) Attributes { return contentAttributes }
+func (p *ProjectedPlugin) Attributes(*v1.Volume) Attributes { return contentAttributes() }
 
 // SetUp gathers the files of every source and writes them into req.Dir,
 // leaving the files as they are when nothing changed. The sources are

@@ -46,7 +46,7 @@ func (p *SecretPlugin) Name() string { return SecretPluginName }
 func (p *SecretPlugin) CanSupport(v *v1.Volume) bool { return v.Secret != nil }
 
 // Attributes: managed, read-only, refreshed.
-func (p *SecretPlugin) Attributes(*v1.Volume) Attributes { return contentAttributes }
+func (p *SecretPlugin) Attributes(*v1.Volume) Attributes { return contentAttributes() }
 
 // SetUp mounts the tmpfs if it is not mounted yet and writes the secret's
 // keys (or its items) into req.Dir, leaving the files as they are when
