@@ -271,3 +271,33 @@ func TestConfigMapFSGroupBeforeSwitch(t *testing.T) {
 	}
 	checkModes(t, dir, map[string]os.FileMode{"d/a": 0o440})
 }
+
+// failingGetter fails every get with err.
+type failingGetter struct{ err error }
+
+func (g failingGetter) GetConfigMap(context.Context, string, string) (*v1.ConfigMap, error) {
+	return nil, g.err
+}
+
+func (g failingGetter) GetSecret(context.Context, string, string) (*v1.Secret, error) {
+	return nil, g.err
+}
+
+// Only a missing object is forgiven by optional; another failure of the
+// getter fails SetUp.
+func TestConfigMapGetterFailure(t *testing.T) {
+	unavailable := errors.New("apiserver unavailable")
+	p, err := volumes.NewConfigMapPlugin(failingGetter{unavailable}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := testPod(configMapVolume("cfg", v1.ConfigMapVolumeSource{
+		LocalObjectReference: v1.LocalObjectReference{Name: "settings"},
+		Optional:             ptr.To(true),
+	}))
+	_, err = setUp(t, p, pod)
+	checkErr(t, err, unavailable, "ns/web", `"cfg"`, "ns/settings")
+	if errors.Is(err, runtime.ErrNotFound) {
+		t.Errorf("error %q wraps ErrNotFound", err)
+	}
+}
