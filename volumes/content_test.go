@@ -170,3 +170,33 @@ func keyItems(paths []string) []v1.KeyToPath {
 	}
 	return items
 }
+
+func TestContentPluginsAttributes(t *testing.T) {
+	objs := &volumes.Objects{}
+	cmP, _ := volumes.NewConfigMapPlugin(objs, nil)
+	secP, _ := volumes.NewSecretPlugin(objs, nil, nil)
+	dwP, _ := volumes.NewDownwardAPIPlugin(nil, nil, nil)
+	prP, _ := volumes.NewProjectedPlugin(objs, nil, nil, nil, nil)
+	vols := map[string]v1.Volume{
+		"kubernetes.io/configmap":    configMapVolume("v", v1.ConfigMapVolumeSource{}),
+		"kubernetes.io/secret":       secretVolume("v", v1.SecretVolumeSource{}),
+		"kubernetes.io/downward-api": downwardVolume("v"),
+		"kubernetes.io/projected":    projectedVolume("v"),
+	}
+	want := volumes.Attributes{Managed: true, ReadOnly: true, Refresh: true}
+	for _, p := range []volumes.Plugin{cmP, secP, dwP, prP} {
+		vol, ok := vols[p.Name()]
+		if !ok {
+			t.Errorf("unexpected plugin name %q", p.Name())
+			continue
+		}
+		if got := p.Attributes(&vol); got != want {
+			t.Errorf("%s: Attributes = %+v, want %+v", p.Name(), got, want)
+		}
+		for name, other := range vols {
+			if got := p.CanSupport(&other); got != (name == p.Name()) {
+				t.Errorf("%s: CanSupport(%s volume) = %v", p.Name(), name, got)
+			}
+		}
+	}
+}
