@@ -1,0 +1,101 @@
+package volumes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	mount "k8s.io/mount-utils"
+	"k8s.io/utils/clock"
+)
+
+// SecretPluginName is the name of the secret plugin.
+const SecretPluginName = "kubernetes.io/secret"
+
+// SecretPlugin shows a secret's keys as files, written with an
+// AtomicWriter on a tmpfs mounted on the volume directory so that they
+// never reach the disk. It is safe for concurrent use.
+type SecretPlugin struct {
+	objects ObjectGetter
+	mem     memoryDir
+	clock   clock.PassiveClock
+}
+
+var _ Plugin = (*SecretPlugin)(nil)
+
+// NewSecretPlugin returns the secret plugin reading secrets from objects
+// and mounting tmpfs with mounter (mount.New("") on a host,
+// mount.NewFakeMounter in tests). A nil mounter keeps the files on the
+// disk, for hosts where the agent may not mount. clk names the
+// generations of the volume's files; nil means the real clock.
+func NewSecretPlugin(objects ObjectGetter, mounter mount.Interface, clk clock.PassiveClock) (*SecretPlugin, error) {
+	if objects == nil {
+		return nil, errors.New("volumes: NewSecretPlugin: an ObjectGetter is required")
+	}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &SecretPlugin{objects: objects, mem: memoryDir{mounter: mounter}, clock: clk}, nil
+}
+
+// Name is "kubernetes.io/secret".
+func (p *SecretPlugin) Name() string { return SecretPluginName }
+
+// CanSupport reports whether v is a secret volume.
+func (p *SecretPlugin) CanSupport(v *v1.Volume) bool { return v.Secret != nil }
+
+// Attributes: managed, read-only, refreshed.
+func (p *SecretPlugin) Attributes(*v1.Volume) Attributes { return contentAttributes() }
+
+// SetUp mounts the tmpfs if it is not mounted yet and writes the secret's
+// keys (or its items) into req.Dir, leaving the files as they are when
+// nothing changed. The secret is fetched first, so a missing one leaves
+// nothing mounted; it is an error wrapping runtime.ErrNotFound unless
+// the source is optional, when the volume is empty. A first SetUp that
+// fails unmounts what it mounted.
+func (p *SecretPlugin) SetUp(ctx context.Context, req *Request) (string, error) {
+	src := req.Volume.Secret
+	if src == nil {
+		return "", fmt.Errorf("volumes: volume %q is not a secret volume", req.Volume.Name)
+	}
+	field := volumeField(req.Volume, "secret")
+	opt := optional(src.Optional)
+	s, err := getSecret(ctx, p.objects, req, src.SecretName, opt)
+	if err != nil {
+		return "", err
+	}
+	defMode, err := fileMode(src.DefaultMode, DefaultContentMode)
+	if err != nil {
+		return "", fmt.Errorf("%s.defaultMode: %w", field, err)
+	}
+	pl := newPayload()
+	if err := pl.addKeys(field, secretData(s), src.Items, defMode, opt); err != nil {
+		return "", err
+	}
+	if err := writeInMemory(p.mem, req, p.clock, pl); err != nil {
+		return "", fmt.Errorf("%s: %w", field, err)
+	}
+	return req.Dir, nil
+}
+
+// TearDown unmounts the tmpfs, then removes dir.
+func (p *SecretPlugin) TearDown(_ context.Context, dir string) error {
+	return p.mem.tearDown(dir)
+}
+
+// writeInMemory mounts the tmpfs when needed and writes the payload,
+// undoing its own mount when the write fails.
+func writeInMemory(mem memoryDir, req *Request, clk clock.PassiveClock, pl *payload) error {
+	mounted, err := mem.setUp(req.Dir)
+	if err != nil {
+		return err
+	}
+	if err := writeContent(req.Dir, clk, req.Pod, pl); err != nil {
+		if mounted {
+			_ = mem.tearDown(req.Dir)
+		}
+		return err
+	}
+	return nil
+}
