@@ -48,6 +48,13 @@ type Manager struct {
 	dirty   map[types.UID]struct{} // pods whose desired or actual state changed
 	nextDue time.Time              // earliest retry or refresh; zero: none
 	changed chan struct{}          // closed and replaced at every state change
+	// CleanupOrphans' memory: the modification time of Config.PodsDir
+	// at its last scan, and the pods found there or forgotten since that
+	// the manager does not know.
+	scanned    bool
+	scanAgain  bool
+	scanTime   time.Time
+	candidates map[types.UID]struct{}
 }
 
 // podState is one pod's desired and actual state.
@@ -101,6 +108,8 @@ func New(cfg Config) (*Manager, error) {
 		pods:      map[types.UID]*podState{},
 		dirty:     map[types.UID]struct{}{},
 		changed:   make(chan struct{}),
+
+		candidates: map[types.UID]struct{}{},
 	}
 	for _, p := range cfg.Plugins {
 		m.byEscaped[EscapePluginName(p.Name())] = p
@@ -316,6 +325,9 @@ func (m *Manager) reconcile(ctx context.Context) time.Time {
 
 // step starts the pod's due operations. m.mu is held.
 func (m *Manager) step(ctx context.Context, ps *podState, now time.Time) {
+	if ps.busy {
+		return // its directories are being removed; it is dirty again after
+	}
 	for _, vs := range ps.vols {
 		if vs.busy {
 			continue
@@ -348,7 +360,7 @@ func (m *Manager) step(ctx context.Context, ps *podState, now time.Time) {
 			m.startTearDown(ctx, ps, vs)
 		}
 	}
-	if ps.wanted || len(ps.vols) > 0 || ps.busy {
+	if ps.wanted || len(ps.vols) > 0 {
 		return
 	}
 	if now.Before(ps.retryAt) {
@@ -526,6 +538,9 @@ func (m *Manager) startRemoveDirs(ctx context.Context, ps *podState) {
 		}
 		if !ps.wanted && len(ps.vols) == 0 {
 			delete(m.pods, ps.uid)
+			if !orphan {
+				m.candidates[ps.uid] = struct{}{} // its directory stays
+			}
 		}
 	}()
 }
@@ -762,22 +777,61 @@ func (m *Manager) HostPath(pod *v1.Pod, volume string) (string, error) {
 // caller's goroutine. It returns the error of reading Config.PodsDir; a
 // missing one holds no orphan.
 func (m *Manager) CleanupOrphans(keep func(types.UID) bool) error {
-	entries, err := os.ReadDir(m.cfg.PodsDir)
+	st, err := os.Stat(m.cfg.PodsDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("volumes: orphan cleanup: %w", err)
 	}
-	for _, e := range entries {
-		if !e.IsDir() {
+	// The directory is read again only when its entries changed (its
+	// modification time moved); otherwise the candidates are the pods it
+	// held that the manager did not know, and those the manager forgot
+	// since: an idle node does no directory scan.
+	// A change within the file system's timestamp granularity of a scan
+	// leaves the time as it was: a scan that found a change is followed by
+	// one more at the next call.
+	m.mu.Lock()
+	changed := !m.scanned || !st.ModTime().Equal(m.scanTime)
+	rescan := changed || m.scanAgain
+	m.scanAgain = changed
+	m.mu.Unlock()
+	if rescan {
+		f, err := os.Open(m.cfg.PodsDir)
+		if err != nil {
+			return fmt.Errorf("volumes: orphan cleanup: %w", err)
+		}
+		names, err := f.Readdirnames(-1)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("volumes: orphan cleanup: %w", err)
+		}
+		m.mu.Lock()
+		m.scanned, m.scanTime = true, st.ModTime()
+		clear(m.candidates)
+		for _, n := range names {
+			m.candidates[types.UID(n)] = struct{}{}
+		}
+		m.mu.Unlock()
+	}
+	m.mu.Lock()
+	var check []types.UID
+	for uid := range m.candidates {
+		if _, known := m.pods[uid]; known {
+			delete(m.candidates, uid) // a candidate again once forgotten
 			continue
 		}
-		uid := types.UID(e.Name())
-		m.mu.Lock()
-		_, known := m.pods[uid]
-		m.mu.Unlock()
-		if known || keep(uid) {
+		check = append(check, uid)
+	}
+	m.mu.Unlock()
+	for _, uid := range check {
+		if keep(uid) {
+			continue
+		}
+		if st, err := os.Lstat(m.podDir(uid)); err != nil || !st.IsDir() {
+			m.mu.Lock()
+			delete(m.candidates, uid)
+			m.mu.Unlock()
 			continue
 		}
 		vols := m.scanVolumes(uid)
@@ -787,6 +841,7 @@ func (m *Manager) CleanupOrphans(keep func(types.UID) bool) error {
 			m.pods[uid] = &podState{uid: uid, orphan: true, vols: vols}
 			m.markDirty(uid)
 		}
+		delete(m.candidates, uid)
 		m.mu.Unlock()
 	}
 	return nil

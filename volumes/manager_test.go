@@ -508,3 +508,76 @@ func TestFirstSupportingPluginWins(t *testing.T) {
 		t.Fatalf("HostPath = %q", got)
 	}
 }
+
+func TestSetUpOfAVolumeFoundOnDiskIsAnUpdate(t *testing.T) {
+	s := &scripted{}
+	h := newHarness(t, s)
+	fresh := podWith("fresh", []v1.Volume{gitRepo("src")}, mountOf("src"))
+	old := podWith("old", []v1.Volume{gitRepo("src")}, mountOf("src"))
+	if err := os.MkdirAll(volumes.VolumeDir(filepath.Join(h.podsDir, string(old.UID)), s.Name(), "src"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*v1.Pod{fresh, old} {
+		h.m.AddPod(p)
+		if err := h.wait(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range s.calls() {
+		if want := c.Pod.Name == "old"; c.Update != want {
+			t.Errorf("SetUp of %s: Update %v, want %v", c.Pod.Name, c.Update, want)
+		}
+	}
+}
+
+func TestCleanupOrphansFindsPodsForgottenOrAddedSince(t *testing.T) {
+	h := newHarness(t)
+	keepNone := func(types.UID) bool { return false }
+	pod := podWith("web", []v1.Volume{emptyDir("cache")}, mountOf("cache"))
+	h.m.AddPod(pod)
+	if err := h.wait(pod); err != nil {
+		t.Fatal(err)
+	}
+	podDir := filepath.Join(h.podsDir, string(pod.UID))
+	msg := filepath.Join(podDir, "containers", "c", "0a1b") // as the runtime writes it
+	if err := os.MkdirAll(filepath.Dir(msg), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(msg, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.m.CleanupOrphans(keepNone); err != nil {
+		t.Fatal(err)
+	}
+	h.m.RemovePod(pod.UID)
+	if err := h.waitUnmount(pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(msg) {
+		t.Fatal("the removal of a pod's volumes took its whole directory")
+	}
+	// Still held by its source: kept.
+	for range 3 {
+		if err := h.m.CleanupOrphans(func(uid types.UID) bool { return uid == pod.UID }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !exists(msg) {
+		t.Fatal("a pod directory kept by the caller was removed")
+	}
+	// Dropped by its source: its directory goes.
+	if err := h.m.CleanupOrphans(keepNone); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually(0, func() bool { return !exists(podDir) })
+
+	// A pod directory that appears later is found too.
+	later := filepath.Join(h.podsDir, "later", "containers")
+	if err := os.MkdirAll(later, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.m.CleanupOrphans(keepNone); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually(0, func() bool { return !exists(filepath.Dir(later)) })
+}
