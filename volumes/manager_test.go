@@ -274,6 +274,7 @@ func TestFailedSetUpIsReportedAndRetriedWithBackOff(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("WaitForAttachAndMount = %v\nwant %s", err, want)
 	}
+	h.eventually(0, func() bool { return len(h.eventList()) > 0 })
 	if ev := h.eventList(); len(ev) != 1 || ev[0] != `git Warning FailedMount MountVolume.SetUp failed for volume "src" : the repository is unreachable` {
 		t.Fatalf("events = %q", ev)
 	}
