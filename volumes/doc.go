@@ -60,7 +60,9 @@
 // as the kubelet does, with the kubelet's messages, creates it for
 // DirectoryOrCreate (0755) and FileOrCreate (0644, in an existing
 // directory), and hands the runtime the path itself. DefaultPlugins
-// lists them; Config.Plugins replaces or extends the list.
+// lists them; Config.Plugins replaces or extends the list. Package
+// volumestest has a scriptable fake plugin and TestPlugin, a conformance
+// check for plugins of one's own.
 //
 // Not here: persistent volumes and claims, CSI, attach and detach, block
 // devices (volumeDevices), SELinux relabelling and the quota-based size
