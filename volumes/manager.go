@@ -227,13 +227,25 @@ func volumeType(v *v1.Volume) string {
 
 // RemovePod takes the pod out of the desired state: Run tears its
 // volumes down and removes its volume directory. Call it once the pod's
-// containers are gone; WaitForUnmount waits for the teardown. Unknown
-// pods are ignored. It does not block.
+// containers are gone; WaitForUnmount waits for the teardown. For a pod
+// the manager does not know it looks for volumes on disk (left by an
+// earlier run, for a pod that ended before it) and tears those down.
+// It does not block but for that look.
 func (m *Manager) RemovePod(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ps := m.pods[uid]
-	if ps == nil || !ps.wanted {
+	if ps == nil {
+		m.mu.Unlock()
+		vols := m.scanVolumes(uid)
+		m.mu.Lock()
+		if _, known := m.pods[uid]; !known && len(vols) > 0 {
+			m.pods[uid] = &podState{uid: uid, vols: vols}
+			m.markDirty(uid)
+		}
+		return
+	}
+	if !ps.wanted {
 		return
 	}
 	ps.wanted = false

@@ -582,3 +582,28 @@ func TestCleanupOrphansFindsPodsForgottenOrAddedSince(t *testing.T) {
 	}
 	h.eventually(0, func() bool { return !exists(filepath.Dir(later)) })
 }
+
+func TestRemovePodOfAPodOfAnEarlierRun(t *testing.T) {
+	h := newHarness(t)
+	podDir := filepath.Join(h.podsDir, "ended")
+	f := filepath.Join(volumes.VolumeDir(podDir, volumes.EmptyDirPluginName, "cache"), "f")
+	if err := os.MkdirAll(filepath.Dir(f), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !h.m.PodVolumesExist("ended") {
+		t.Fatal("PodVolumesExist = false for volumes on disk")
+	}
+	h.m.RemovePod("ended")
+	if err := h.waitUnmount("ended"); err != nil {
+		t.Fatal(err)
+	}
+	if exists(filepath.Join(podDir, "volumes")) {
+		t.Fatal("the volumes of a pod that ended before this run are still there")
+	}
+	if !exists(podDir) || h.m.PodVolumesExist("ended") {
+		t.Fatal("want the pod's directory kept and no volume left")
+	}
+}
