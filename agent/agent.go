@@ -103,6 +103,7 @@ func New(cfg Config) (*Agent, error) {
 		}
 		if a.volumes, err = volumes.New(volumes.Config{
 			PodsDir: podsDir, Plugins: plugins, Clock: cfg.Clock, Logger: cfg.Logger.WithName("volumes"), Events: cfg.Events,
+			Registerer: cfg.Registry,
 		}); err != nil {
 			return nil, fmt.Errorf("agent: %w", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/mount-utils"
 	"k8s.io/utils/clock"
@@ -55,6 +56,11 @@ type Config struct {
 	Clock clock.Clock
 	// Logger logs operations. Default: discard.
 	Logger logr.Logger
+	// Registerer receives the manager's metrics, the kubelet's:
+	// volume_manager_total_volumes{plugin_name, state} and
+	// storage_operation_duration_seconds{volume_plugin, operation_name,
+	// status, migrated}. Nil: not registered.
+	Registerer prometheus.Registerer
 	// Events receives events about pods, the kubelet's: a failed SetUp
 	// is a Warning FailedMount "MountVolume.SetUp failed for volume
 	// "<name>" : <error>". It must not block. Default: none.

@@ -38,6 +38,7 @@ import (
 type Manager struct {
 	cfg       Config
 	log       logr.Logger
+	metrics   *metrics
 	byEscaped map[string]Plugin // plugins by escaped name, for dirs found on disk
 	wake      chan struct{}     // capacity 1: a pending wake-up coalesces
 	ops       sync.WaitGroup    // running operations
@@ -113,6 +114,10 @@ func New(cfg Config) (*Manager, error) {
 	}
 	for _, p := range cfg.Plugins {
 		m.byEscaped[EscapePluginName(p.Name())] = p
+	}
+	var err error
+	if m.metrics, err = newMetrics(m, cfg.Registerer); err != nil {
+		return nil, fmt.Errorf("volumes: %w", err)
 	}
 	return m, nil
 }
@@ -418,7 +423,9 @@ func (m *Manager) startSetUp(ctx context.Context, ps *podState, vs *volState) {
 	m.ops.Add(1)
 	go func() {
 		defer m.ops.Done()
+		start := m.cfg.Clock.Now()
 		hostPath, err := m.setUp(ctx, req, plugin, attrs)
+		m.metrics.observe(plugin.Name(), "volume_mount", err, m.cfg.Clock.Since(start))
 		m.mu.Lock()
 		ev := m.finishSetUp(ps, vs, hostPath, err)
 		m.mu.Unlock()
@@ -498,7 +505,9 @@ func (m *Manager) startTearDown(ctx context.Context, ps *podState, vs *volState)
 	m.ops.Add(1)
 	go func() {
 		defer m.ops.Done()
+		start := m.cfg.Clock.Now()
 		err := plugin.TearDown(ctx, dir)
+		m.metrics.observe(plugin.Name(), "volume_unmount", err, m.cfg.Clock.Since(start))
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		vs.busy = false
