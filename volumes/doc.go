@@ -64,7 +64,13 @@
 // volumestest has a scriptable fake plugin and TestPlugin, a conformance
 // check for plugins of one's own.
 //
+// Metrics, on Config.Registerer, are the kubelet's:
+// volume_manager_total_volumes{plugin_name, state} and
+// storage_operation_duration_seconds{volume_plugin, operation_name,
+// status, migrated}.
+//
 // Not here: persistent volumes and claims, CSI, attach and detach, block
-// devices (volumeDevices), SELinux relabelling and the quota-based size
-// accounting of emptyDir; the kubelet's volume metrics.
+// devices (volumeDevices), SELinux relabelling, the quota-based size
+// accounting of emptyDir, and the kubelet's other volume metrics
+// (reconstruction counters, volume stats).
 package volumes
