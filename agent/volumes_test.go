@@ -148,7 +148,11 @@ func TestPodWithBadVolumesWaitsWhileOthersRun(t *testing.T) {
 	good := apiPod("good", v1.RestartPolicyAlways, []string{"main"})
 	good.Spec.Volumes = []v1.Volume{{Name: "cache", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
 	good.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "cache", MountPath: "/cache"}}
-	va.send(podsource.ADD, undefined, unsupported, good)
+	wrongType := apiPod("wrongtype", v1.RestartPolicyAlways, []string{"main"})
+	fileType, dir := v1.HostPathFile, t.TempDir()
+	wrongType.Spec.Volumes = []v1.Volume{{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir, Type: &fileType}}}}
+	wrongType.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "host", MountPath: "/host"}}
+	va.send(podsource.ADD, undefined, unsupported, wrongType, good)
 
 	va.waitFor("good", "runs", func(s v1.PodStatus) bool { return s.Phase == v1.PodRunning })
 	for _, want := range []string{
@@ -156,6 +160,8 @@ func TestPodWithBadVolumesWaitsWhileOthersRun(t *testing.T) {
 		// manager, by the sources' validation.
 		`undefined Warning FailedValidation pod default/undefined (UID "undefined-uid") from source api: spec.containers[0].volumeMounts[0].name: Not found: "missing"`,
 		`unsupported Warning FailedMount Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[], failed to process volumes=[data]: pod default/unsupported: spec.volumes[0] (data): no volume plugin supports its type (nfs)`,
+		`wrongtype Warning FailedMount MountVolume.SetUp failed for volume "host" : hostPath type check failed: ` + dir + ` is not a file, it's a Directory`,
+		`wrongtype Warning FailedMount Unable to attach or mount volumes: unmounted volumes=[host], unattached volumes=[], failed to process volumes=[]: pod default/wrongtype: spec.volumes[0] (host): hostPath type check failed: ` + dir + ` is not a file, it's a Directory`,
 	} {
 		eventuallyShowing(t, "the event "+want, func() bool { return va.hasEvent(want) }, func() string { va.mu.Lock(); defer va.mu.Unlock(); return strings.Join(va.events, "\n") })
 	}
@@ -163,7 +169,7 @@ func TestPodWithBadVolumesWaitsWhileOthersRun(t *testing.T) {
 	if len(s.ContainerStatuses) != 1 || s.ContainerStatuses[0].State.Waiting == nil || s.ContainerStatuses[0].State.Waiting.Reason != "ContainerCreating" {
 		t.Fatalf("unsupported: container statuses %+v, want main waiting in ContainerCreating", s.ContainerStatuses)
 	}
-	for _, name := range []string{"undefined", "unsupported"} {
+	for _, name := range []string{"undefined", "unsupported", "wrongtype"} {
 		sbs, err := va.fake.ListPodSandbox(context.Background(), &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{cri.LabelPodUID: name + "-uid"}})
 		if err != nil || len(sbs) != 0 {
 			t.Fatalf("%s: sandboxes %v, %v; nothing may start before its volumes", name, sbs, err)

@@ -82,6 +82,7 @@ type volState struct {
 	plugin   Plugin
 	attrs    Attributes
 	dir      string
+	field    string // spec.volumes[i]
 	wanted   bool
 	mounted  bool   // set up
 	touched  bool   // SetUp was called: TearDown is due once unwanted
@@ -205,6 +206,7 @@ func (m *Manager) desire(ps *podState) {
 			ps.vols[v.Name] = vs
 		}
 		vs.spec, vs.attrs, vs.wanted = v, p.Attributes(v), true
+		vs.field = fmt.Sprintf("spec.volumes[%d] (%s)", i, v.Name)
 	}
 	slices.Sort(ps.badVols)
 }
@@ -465,7 +467,7 @@ func (m *Manager) finishSetUp(ps *podState, vs *volState, hostPath string, err e
 	vs.busy = false
 	defer m.markDirty(ps.uid)
 	if err != nil {
-		vs.err = fmt.Errorf("volume %q: %w", vs.spec.Name, err)
+		vs.err = fmt.Errorf("%s: %w", vs.field, err)
 		vs.backoff = nextBackoff(vs.backoff)
 		vs.retryAt = now.Add(vs.backoff)
 		if vs.mounted {

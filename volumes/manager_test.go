@@ -270,7 +270,7 @@ func TestFailedSetUpIsReportedAndRetriedWithBackOff(t *testing.T) {
 	pod := podWith("git", []v1.Volume{gitRepo("src")}, mountOf("src"))
 	h.m.AddPod(pod)
 	err := h.wait(pod)
-	want := `unmounted volumes=[src], unattached volumes=[], failed to process volumes=[]: pod default/git: volume "src": the repository is unreachable`
+	want := `unmounted volumes=[src], unattached volumes=[], failed to process volumes=[]: pod default/git: spec.volumes[0] (src): the repository is unreachable`
 	if err == nil || err.Error() != want {
 		t.Fatalf("WaitForAttachAndMount = %v\nwant %s", err, want)
 	}

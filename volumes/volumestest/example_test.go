@@ -36,6 +36,6 @@ func ExamplePlugin() {
 	}
 	fmt.Println(len(fake.SetUps()), "SetUp calls")
 	// Output:
-	// unmounted volumes=[data], unattached volumes=[], failed to process volumes=[]: pod default/p: volume "data": server not responding
+	// unmounted volumes=[data], unattached volumes=[], failed to process volumes=[]: pod default/p: spec.volumes[0] (data): server not responding
 	// 2 SetUp calls
 }
