@@ -666,7 +666,7 @@ func (m *Manager) WaitForAttachAndMount(ctx context.Context, pod *v1.Pod) error 
 		case <-ctx.Done():
 			return mountError(unmounted, failed, "", ctx.Err())
 		case <-timer:
-			return mountError(unmounted, failed, "timed out waiting for the condition", nil)
+			return mountError(unmounted, failed, "", context.DeadlineExceeded) // the kubelet's words
 		}
 	}
 }
@@ -752,7 +752,7 @@ func (m *Manager) WaitForUnmount(ctx context.Context, uid types.UID) error {
 		case <-ctx.Done():
 			return fmt.Errorf("volumes of pod %s not torn down, volumes=%v: %w", name, left, ctx.Err())
 		case <-timer:
-			return fmt.Errorf("volumes of pod %s not torn down, volumes=%v: timed out waiting for the condition", name, left)
+			return fmt.Errorf("volumes of pod %s not torn down, volumes=%v: %w", name, left, context.DeadlineExceeded)
 		}
 	}
 }

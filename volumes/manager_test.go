@@ -328,7 +328,7 @@ func TestMountTimeout(t *testing.T) {
 			return false
 		}
 	})
-	if err == nil || err.Error() != "unmounted volumes=[src], unattached volumes=[], failed to process volumes=[]: timed out waiting for the condition" {
+	if err == nil || err.Error() != "unmounted volumes=[src], unattached volumes=[], failed to process volumes=[]: context deadline exceeded" || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("after the mount timeout: %v", err)
 	}
 	close(s.hold)
