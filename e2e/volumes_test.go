@@ -19,8 +19,9 @@ import (
 
 // TestVolumesOnContainerd runs the agent on the e2e containerd with one
 // pod whose containers share an emptyDir (one writes, the other reads
-// what it wrote), find a hostPath mounted read-only refusing writes, and
-// see a Memory emptyDir as a tmpfs of its sizeLimit in /proc/mounts; each
+// what it wrote), find a hostPath mounted read-only refusing writes, see
+// the emptyDir owned by the pod's fsGroup, and see a Memory emptyDir as a
+// tmpfs of its sizeLimit in /proc/mounts; each
 // reports through its termination message. Once the manifest is gone the
 // pod's volumes are removed and its tmpfs unmounted from the host.
 func TestVolumesOnContainerd(t *testing.T) {
@@ -39,6 +40,7 @@ spec:
   hostNetwork: true
   restartPolicy: Never
   terminationGracePeriodSeconds: 2
+  securityContext: {fsGroup: 2000}
   volumes:
   - {name: shared, emptyDir: {}}
   - {name: host, hostPath: {path: %s, type: DirectoryOrCreate}}
@@ -56,6 +58,11 @@ spec:
     image: %[2]s
     command: ["sh", "-c", "if touch /ro/f 2>/tmp/err; then echo writable; else cat /tmp/err; fi > /dev/termination-log"]
     volumeMounts: [{name: host, mountPath: /ro, readOnly: true}]
+  - name: group
+    image: %[2]s
+    securityContext: {runAsUser: 1000}
+    command: ["sh", "-c", "stat -c '%%g %%a' /g > /dev/termination-log"]
+    volumeMounts: [{name: shared, mountPath: /g}]
   - name: memory
     image: %[2]s
     command: ["sh", "-c", "grep ' /mem ' /proc/mounts > /dev/termination-log"]
@@ -128,6 +135,9 @@ spec:
 	}
 	if _, err := os.Stat(filepath.Join(host, "f")); !os.IsNotExist(err) {
 		t.Errorf("a file appeared in the read-only hostPath: %v", err)
+	}
+	if msgs["group"] != "2000 2777\n" {
+		t.Errorf("the emptyDir's group and mode as a container of user 1000 sees them: %q, want the fsGroup 2000 and 2777 (setgid, rwx for all)", msgs["group"])
 	}
 	if f := strings.Fields(msgs["memory"]); len(f) < 4 || f[0] != "tmpfs" || f[1] != "/mem" || f[2] != "tmpfs" || !strings.Contains(f[3], "size=4096k") {
 		t.Errorf("/mem in the container's /proc/mounts: %q, want a tmpfs of size 4096k", msgs["memory"])
