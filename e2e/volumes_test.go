@@ -15,15 +15,16 @@ import (
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/volumes"
 )
 
 // TestVolumesOnContainerd runs the agent on the e2e containerd with one
 // pod whose containers share an emptyDir (one writes, the other reads
 // what it wrote), find a hostPath mounted read-only refusing writes, see
 // the emptyDir owned by the pod's fsGroup, and see a Memory emptyDir as a
-// tmpfs of its sizeLimit in /proc/mounts; each
-// reports through its termination message. Once the manifest is gone the
-// pod's volumes are removed and its tmpfs unmounted from the host.
+// tmpfs of its sizeLimit in /proc/mounts; each reports through its
+// termination message. Once the manifest is gone the pod's volumes are
+// removed and its tmpfs unmounted from the host.
 func TestVolumesOnContainerd(t *testing.T) {
 	client, image := dialContainerd(t)
 	dir := t.TempDir()
@@ -174,5 +175,112 @@ func unmountUnder(dir string) {
 		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
 			_ = unix.Unmount(f[1], unix.MNT_DETACH)
 		}
+	}
+}
+
+// TestVolumesSurviveAgentRestart stops the agent while a pod runs and
+// starts another on the same directories: the new agent adopts the pod
+// without restarting it, its emptyDir keeps what the container wrote,
+// and a pod directory left by a pod no source holds any more is removed.
+func TestVolumesSurviveAgentRestart(t *testing.T) {
+	client, image := dialContainerd(t)
+	dir := t.TempDir()
+	manifests := filepath.Join(dir, "manifests")
+	if err := os.Mkdir(manifests, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	podsDir := filepath.Join(dir, "pods")
+	manifest := filepath.Join(manifests, "keep.yaml")
+	doc := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: keep}
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 2
+  volumes: [{name: data, emptyDir: {}}]
+  containers:
+  - name: app
+    image: %s
+    command: ["sh", "-c", "trap 'exit 0' TERM; echo one > /data/f; while true; do sleep 1; done"]
+    volumeMounts: [{name: data, mountPath: /data}]
+`, image)
+	if err := os.WriteFile(manifest, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	node := "e2e-volumes-restart"
+	run := func() (*agent.Agent, func()) {
+		src, err := podsource.NewFile(podsource.FileConfig{Dir: manifests, NodeName: node, Period: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := agent.New(agent.Config{
+			NodeName: node, NodeIPs: []string{"127.0.0.1"}, RuntimeService: client, ImageService: client,
+			Sources: []podsource.Source{src}, HousekeepingPeriod: 500 * time.Millisecond,
+			CRI: cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: podsDir, ResolvConf: "-"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		return a, func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("agent: %v", err)
+			}
+		}
+	}
+	t.Cleanup(func() {
+		removePodsOf(t, client, node)
+		unmountUnder(podsDir)
+	})
+	wait := func(what string, limit time.Duration, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(limit)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("not %s within %v", what, limit)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	running := func(a *agent.Agent) (*v1.Pod, bool) {
+		for _, p := range a.Pods() {
+			if p.Name == "keep-"+node && p.Status.Phase == v1.PodRunning && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil {
+				return p, true
+			}
+		}
+		return nil, false
+	}
+
+	a, stop := run()
+	var pod *v1.Pod
+	wait("keep Running", 60*time.Second, func() bool { var ok bool; pod, ok = running(a); return ok })
+	file := filepath.Join(volumes.VolumeDir(filepath.Join(podsDir, string(pod.UID)), volumes.EmptyDirPluginName, "data"), "f")
+	wait("the container's file in the emptyDir", 30*time.Second, func() bool {
+		b, err := os.ReadFile(file)
+		return err == nil && string(b) == "one\n"
+	})
+	stop()
+	// A pod directory of a pod no source holds, as a run can leave it.
+	orphan := filepath.Join(podsDir, "0a1b2c3d-gone", "volumes", "kubernetes.io~empty-dir", "x")
+	if err := os.MkdirAll(orphan, 0o750); err != nil {
+		t.Fatal(err)
+	}
+
+	a, stop = run()
+	defer stop()
+	wait("keep adopted, Running", 60*time.Second, func() bool { _, ok := running(a); return ok })
+	wait("the orphaned pod directory removed", 30*time.Second, func() bool {
+		_, err := os.Stat(filepath.Dir(filepath.Dir(filepath.Dir(orphan))))
+		return os.IsNotExist(err)
+	})
+	p, _ := running(a)
+	if p.UID != pod.UID || p.Status.ContainerStatuses[0].RestartCount != 0 || p.Status.ContainerStatuses[0].ContainerID != pod.Status.ContainerStatuses[0].ContainerID {
+		t.Fatalf("the pod was not adopted as it ran: before %s %s, after %s %s restarts %d", pod.UID, pod.Status.ContainerStatuses[0].ContainerID, p.UID, p.Status.ContainerStatuses[0].ContainerID, p.Status.ContainerStatuses[0].RestartCount)
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != "one\n" {
+		t.Fatalf("the emptyDir after the restart: %q, %v; want what the container wrote", b, err)
 	}
 }
