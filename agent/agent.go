@@ -23,6 +23,7 @@ import (
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/syncloop"
+	"github.com/nodekit/nodekit/volumes"
 )
 
 // Agent is a node agent: it runs the pods its sources describe on its
@@ -37,6 +38,7 @@ type Agent struct {
 	workers *podworkers.PodWorkers
 	status  *status.Manager
 	probes  *probes.Manager
+	volumes Volumes
 	loop    *syncloop.Loop
 	metrics *metrics
 
@@ -85,9 +87,33 @@ func New(cfg Config) (*Agent, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	a.volumes = cfg.Volumes
+	if a.volumes == nil {
+		podsDir := cfg.CRI.PodsDir
+		if podsDir == "" {
+			podsDir = cri.DefaultPodsDir
+		}
+		plugins := cfg.VolumePlugins
+		if plugins == nil {
+			pc := volumes.PluginConfig{Tokens: cfg.Tokens, Allocatable: cfg.Allocatable, Clock: cfg.Clock}
+			if cfg.CRI.Objects != nil {
+				pc.Objects = cfg.CRI.Objects
+			}
+			plugins = volumes.DefaultPlugins(pc)
+		}
+		if a.volumes, err = volumes.New(volumes.Config{
+			PodsDir: podsDir, Plugins: plugins, Clock: cfg.Clock, Logger: cfg.Logger.WithName("volumes"), Events: cfg.Events,
+			Registerer: cfg.Registry,
+		}); err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+	}
 	a.rt = cfg.Runtime
 	if a.rt == nil {
 		c := cfg.CRI
+		if c.Volumes == nil {
+			c.Volumes = a.volumes
+		}
 		c.RuntimeService, c.ImageService = cfg.RuntimeService, cfg.ImageService
 		c.Clock, c.Logger, c.Events = cfg.Clock, cfg.Logger.WithName("runtime"), cfg.Events
 		if c.NodeName == "" {
@@ -173,6 +199,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return a.watchRuntime(ctx) })
 	g.Go(func() error { return a.status.Run(ctx) })
+	g.Go(func() error { return a.volumes.Run(ctx) })
 	g.Go(func() error { return a.workers.Run(ctx) })
 	g.Go(func() error { return a.probes.Run(ctx) })
 	g.Go(func() error { return a.pleg.Run(ctx) })

@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	criapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/clock"
 
@@ -18,7 +19,30 @@ import (
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/status"
+	"github.com/nodekit/nodekit/volumes"
 )
+
+// Volumes is what the agent needs of a volume manager;
+// *volumes.Manager implements it. The agent adds a pod (AddPod) at each
+// sync and waits for its volumes (WaitForAttachAndMount) before the
+// runtime creates its containers, which find the volumes through
+// HostPath; once the pod's containers are gone it removes the pod
+// (RemovePod) and waits for the teardown (WaitForUnmount); once every
+// source has been seen, each housekeeping calls CleanupOrphans, keeping
+// the pods a source holds or whose containers may run. Run runs under
+// the agent's errgroup. Every method but Run must be safe for concurrent
+// use; see volumes.Manager for what each does.
+type Volumes interface {
+	cri.Volumes
+	AddPod(pod *v1.Pod)
+	RemovePod(uid types.UID)
+	WaitForAttachAndMount(ctx context.Context, pod *v1.Pod) error
+	WaitForUnmount(ctx context.Context, uid types.UID) error
+	CleanupOrphans(keep func(types.UID) bool) error
+	Run(ctx context.Context) error
+}
+
+var _ Volumes = (*volumes.Manager)(nil)
 
 // Config configures an Agent. Every part is replaceable; the zero value
 // of each field is the documented default.
@@ -39,6 +63,27 @@ type Config struct {
 	// back-offs, DNS...); its service, clock, logger and event fields are
 	// filled by the agent.
 	CRI cri.Config
+
+	// Volumes sets up the volumes of the pods before their containers
+	// start and tears them down once their containers are gone; it is
+	// also the default runtime's Config.Volumes (CRI.Volumes, unless
+	// set). Default: a volumes.Manager over CRI.PodsDir (default
+	// cri.DefaultPodsDir) with VolumePlugins, the agent's clock, logger
+	// and events, and the host's mounter.
+	Volumes Volumes
+	// VolumePlugins are the volume types of the default Volumes, the
+	// first supporting plugin winning. Nil: volumes.DefaultPlugins, with
+	// CRI.Objects as the getter of configMaps and secrets, Tokens and
+	// Allocatable.
+	VolumePlugins []volumes.Plugin
+	// Tokens gives the service-account tokens of projected volumes
+	// (kube.Tokens asks the API server). Default: none; a pod with a
+	// serviceAccountToken projection then waits with FailedMount.
+	Tokens volumes.TokenGetter
+	// Allocatable is the node's allocatable resources, which a
+	// downwardAPI resourceFieldRef shows for a container without that
+	// limit. Default: none (such a field shows 0).
+	Allocatable v1.ResourceList
 
 	// RuntimeStatusTimeout bounds the runtime's answer to Status, asked at
 	// start-up and every 10s: a runtime that does not answer within it

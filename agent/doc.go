@@ -4,15 +4,17 @@
 //	                        │
 //	                        ▼
 //	                   podworkers ──▶ Agent.SyncPod: status.Generate → status.Manager
+//	                                                 → volumes.WaitForAttachAndMount
 //	                                                 → runtime.SyncPod
 //
 // New builds every part from Config, whose zero fields are documented
 // defaults: runtime/cri over the given CRI services (or any
 // runtime.Runtime), the generic PLEG (1 s relist), pod workers (1 min
-// resync, 10 s back-off), a status manager pushing to Config.StatusSink,
-// housekeeping every 2 s, and a private Prometheus registry. Run starts
-// them in dependency order under one errgroup: the first fatal error
-// stops the rest, and Run returns once every goroutine has.
+// resync, 10 s back-off), a volume manager, a status manager pushing to
+// Config.StatusSink, housekeeping every 2 s, and a private Prometheus
+// registry. Run starts them in dependency order under one errgroup: the
+// first fatal error stops the rest, and Run returns once every goroutine
+// has.
 //
 // Started before its runtime answers, Run waits for it: it asks for the
 // runtime's Status with back-off on the clock (100ms doubling to 5s, the
@@ -38,6 +40,18 @@
 //     runtime pods no source wants (only once every source has been
 //     seen, and never a pod a source holds whose ADD is still queued) and
 //     forgets finished pods' statuses;
+//   - volumes (Config.Volumes, by default a volumes.Manager over the
+//     CRI pods directory): each sync adds the pod and waits until every
+//     volume its containers mount is set up before the runtime creates
+//     anything; until then the pod stays Pending with its containers
+//     ContainerCreating, each failed wait is a Warning FailedMount
+//     "Unable to attach or mount volumes: ..." event, and the pod is
+//     retried with the worker's back-off while other pods go on. The
+//     runtime finds the volumes through it (cri.Config.Volumes). Once the
+//     pod's containers are gone, its volumes are torn down and waited
+//     for before Config.PodTerminated; and once every source has been
+//     seen, each housekeeping removes the volumes and directories of
+//     pods no source holds and nothing runs (left by an earlier run);
 //   - once a pod's worker has finished it (its containers and sandboxes
 //     gone, its final status handed to the status manager),
 //     Config.PodTerminated is called with the newest spec, again after an
@@ -73,6 +87,6 @@
 // terminated its liveness and startup probes stop before the kill, and its
 // readiness probes run until its containers are gone, as in the kubelet.
 //
-// Not here yet: admission (eviction, resources), volumes, mirror pods and
-// the API server; they come with their packages.
+// Not here yet: admission (eviction, resources), mirror pods and the API
+// server; they come with their packages.
 package agent

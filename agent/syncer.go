@@ -113,7 +113,11 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 	}
 	// Orphans: pods the runtime runs (as the PLEG's cache, kept current by
 	// relists or the event stream, shows) that no source wants.
+	live := map[types.UID]bool{}
 	for uid, rs := range a.cache.Statuses() {
+		if _, empty := rs.RunningPod(false); !empty {
+			live[uid] = true
+		}
 		if want[uid] {
 			continue
 		}
@@ -124,6 +128,19 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 			a.log.V(2).Info("killing an orphaned pod", "pod", running.FullName(), "podUID", uid)
 			a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, RunningPod: running})
 		}
+	}
+	// Volumes and directories of pods no source holds and nothing runs,
+	// left by an earlier run or by pods removed since (the kubelet's
+	// orphaned pod directories).
+	keep := func(uid types.UID) bool {
+		if want[uid] || live[uid] {
+			return true
+		}
+		_, known := states[uid]
+		return known && !a.workers.ShouldPodContentBeRemoved(uid)
+	}
+	if err := a.volumes.CleanupOrphans(keep); err != nil {
+		a.log.Error(err, "cleaning up orphaned pod volumes failed")
 	}
 	for _, uid := range a.status.UIDs() {
 		if !want[uid] && a.workers.ShouldPodContentBeRemoved(uid) {
@@ -149,6 +166,16 @@ func (a *Agent) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v1.Po
 	s := a.generate(pod, rs)
 	if s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed {
 		return true, nil
+	}
+	// As the kubelet: the containers are created once every volume they
+	// mount is set up; until then the pod stays Pending, its containers
+	// ContainerCreating, and the worker retries with its back-off.
+	a.volumes.AddPod(pod)
+	if err := a.volumes.WaitForAttachAndMount(ctx, pod); err != nil {
+		if ctx.Err() == nil {
+			a.cfg.Events(pod, v1.EventTypeWarning, "FailedMount", "Unable to attach or mount volumes: "+err.Error())
+		}
+		return false, fmt.Errorf("agent: pod %s: unable to attach or mount volumes: %w", podutil.FullName(pod), err)
 	}
 	res := a.rt.SyncPod(ctx, pod, rs)
 	a.probes.AddPod(pod)
@@ -210,10 +237,15 @@ func (a *Agent) SyncTerminatingRuntimePod(ctx context.Context, running *runtime.
 }
 
 // SyncTerminatedPod implements podworkers.SyncHandler: the final status,
-// where nothing is left running or pending, then Config.PodTerminated,
-// whose error makes the worker try again.
+// where nothing is left running or pending; the teardown of the pod's
+// volumes, waited for as the kubelet does; then Config.PodTerminated. An
+// error of the last two makes the worker try again.
 func (a *Agent) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus) error {
 	a.generateAt(pod, rs, status.Terminated)
+	a.volumes.RemovePod(pod.UID)
+	if err := a.volumes.WaitForUnmount(ctx, pod.UID); err != nil {
+		return fmt.Errorf("agent: pod %s: %w", podutil.FullName(pod), err)
+	}
 	return a.podTerminated(ctx, pod)
 }
 

@@ -13,14 +13,14 @@ import (
 	"github.com/nodekit/nodekit/volumes"
 )
 
-func benchConfigMap(b *testing.B) (*volumes.ConfigMapPlugin, *v1.Pod) {
+func benchConfigMap(b *testing.B) (*volumes.ConfigMap, *v1.Pod) {
 	data := map[string]string{}
 	for i := range 10 {
 		data[fmt.Sprintf("key-%d.conf", i)] = strings.Repeat("x", 1024)
 	}
 	objs := &volumes.Objects{}
 	objs.SetConfigMap(cm("bench", data))
-	p, err := volumes.NewConfigMapPlugin(objs, nil)
+	p, err := volumes.NewConfigMap(objs, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

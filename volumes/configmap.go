@@ -12,43 +12,43 @@ import (
 // ConfigMapPluginName is the name of the configMap plugin.
 const ConfigMapPluginName = "kubernetes.io/configmap"
 
-// ConfigMapPlugin shows a configMap's keys as files, written with an
+// ConfigMap shows a configMap's keys as files, written with an
 // AtomicWriter on the disk (the kubelet keeps configMaps on the disk
 // too). It is safe for concurrent use.
-type ConfigMapPlugin struct {
+type ConfigMap struct {
 	objects ObjectGetter
 	clock   clock.PassiveClock
 }
 
-var _ Plugin = (*ConfigMapPlugin)(nil)
+var _ Plugin = (*ConfigMap)(nil)
 
-// NewConfigMapPlugin returns the configMap plugin reading configMaps from
+// NewConfigMap returns the configMap plugin reading configMaps from
 // objects. clk names the generations of the volume's files; nil means
 // the real clock.
-func NewConfigMapPlugin(objects ObjectGetter, clk clock.PassiveClock) (*ConfigMapPlugin, error) {
+func NewConfigMap(objects ObjectGetter, clk clock.PassiveClock) (*ConfigMap, error) {
 	if objects == nil {
-		return nil, errors.New("volumes: NewConfigMapPlugin: an ObjectGetter is required")
+		return nil, errors.New("volumes: NewConfigMap: an ObjectGetter is required")
 	}
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &ConfigMapPlugin{objects: objects, clock: clk}, nil
+	return &ConfigMap{objects: objects, clock: clk}, nil
 }
 
 // Name is "kubernetes.io/configmap".
-func (p *ConfigMapPlugin) Name() string { return ConfigMapPluginName }
+func (p *ConfigMap) Name() string { return ConfigMapPluginName }
 
 // CanSupport reports whether v is a configMap volume.
-func (p *ConfigMapPlugin) CanSupport(v *v1.Volume) bool { return v.ConfigMap != nil }
+func (p *ConfigMap) CanSupport(v *v1.Volume) bool { return v.ConfigMap != nil }
 
 // Attributes: managed, read-only, refreshed.
-func (p *ConfigMapPlugin) Attributes(*v1.Volume) Attributes { return contentAttributes() }
+func (p *ConfigMap) Attributes(*v1.Volume) Attributes { return contentAttributes() }
 
 // SetUp writes the configMap's keys (or its items) into req.Dir, leaving
 // the files as they are when nothing changed. A missing configMap is an
 // error wrapping runtime.ErrNotFound unless the source is optional, when
 // the volume is empty; so is an item whose key the configMap lacks.
-func (p *ConfigMapPlugin) SetUp(ctx context.Context, req *Request) (string, error) {
+func (p *ConfigMap) SetUp(ctx context.Context, req *Request) (string, error) {
 	src := req.Volume.ConfigMap
 	if src == nil {
 		return "", fmt.Errorf("volumes: volume %q is not a configMap volume", req.Volume.Name)
@@ -78,6 +78,6 @@ func (p *ConfigMapPlugin) SetUp(ctx context.Context, req *Request) (string, erro
 }
 
 // TearDown removes dir and what is beneath it.
-func (p *ConfigMapPlugin) TearDown(_ context.Context, dir string) error {
+func (p *ConfigMap) TearDown(_ context.Context, dir string) error {
 	return removeDir(dir)
 }

@@ -23,9 +23,9 @@ func configMapVolume(name string, src v1.ConfigMapVolumeSource) v1.Volume {
 	return v1.Volume{Name: name, VolumeSource: v1.VolumeSource{ConfigMap: &src}}
 }
 
-func configMapPlugin(t *testing.T, objs *volumes.Objects) *volumes.ConfigMapPlugin {
+func configMapPlugin(t *testing.T, objs *volumes.Objects) *volumes.ConfigMap {
 	t.Helper()
-	p, err := volumes.NewConfigMapPlugin(objs, clocktesting.NewFakePassiveClock(testTime))
+	p, err := volumes.NewConfigMap(objs, clocktesting.NewFakePassiveClock(testTime))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,8 +56,8 @@ func TestConfigMapPluginBasics(t *testing.T) {
 	if got, want := p.Attributes(&vol), (volumes.Attributes{Managed: true, ReadOnly: true, Refresh: true}); got != want {
 		t.Errorf("Attributes = %+v, want %+v", got, want)
 	}
-	if _, err := volumes.NewConfigMapPlugin(nil, nil); err == nil {
-		t.Error("NewConfigMapPlugin(nil) succeeded")
+	if _, err := volumes.NewConfigMap(nil, nil); err == nil {
+		t.Error("NewConfigMap(nil) succeeded")
 	}
 }
 
@@ -102,7 +102,7 @@ func TestConfigMapItems(t *testing.T) {
 func TestConfigMapUpdate(t *testing.T) {
 	objs := objectsWith(cm("settings", map[string]string{"a": "1", "b": "2"}))
 	clk := clocktesting.NewFakePassiveClock(testTime)
-	p, err := volumes.NewConfigMapPlugin(objs, clk)
+	p, err := volumes.NewConfigMap(objs, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func (g failingGetter) GetSecret(context.Context, string, string) (*v1.Secret, e
 // getter fails SetUp.
 func TestConfigMapGetterFailure(t *testing.T) {
 	unavailable := errors.New("apiserver unavailable")
-	p, err := volumes.NewConfigMapPlugin(failingGetter{unavailable}, nil)
+	p, err := volumes.NewConfigMap(failingGetter{unavailable}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -173,10 +173,10 @@ func keyItems(paths []string) []v1.KeyToPath {
 
 func TestContentPluginsAttributes(t *testing.T) {
 	objs := &volumes.Objects{}
-	cmP, _ := volumes.NewConfigMapPlugin(objs, nil)
-	secP, _ := volumes.NewSecretPlugin(objs, nil, nil)
-	dwP, _ := volumes.NewDownwardAPIPlugin(nil, nil, nil)
-	prP, _ := volumes.NewProjectedPlugin(objs, nil, nil, nil, nil)
+	cmP, _ := volumes.NewConfigMap(objs, nil)
+	secP, _ := volumes.NewSecret(objs, nil, nil)
+	dwP, _ := volumes.NewDownwardAPI(nil, nil, nil)
+	prP, _ := volumes.NewProjected(objs, nil, nil, nil, nil)
 	vols := map[string]v1.Volume{
 		"kubernetes.io/configmap":    configMapVolume("v", v1.ConfigMapVolumeSource{}),
 		"kubernetes.io/secret":       secretVolume("v", v1.SecretVolumeSource{}),

@@ -19,45 +19,45 @@ import (
 // DownwardAPIPluginName is the name of the downwardAPI plugin.
 const DownwardAPIPluginName = "kubernetes.io/downward-api"
 
-// DownwardAPIPlugin shows fields of the pod (fieldRef) and resources of
+// DownwardAPI shows fields of the pod (fieldRef) and resources of
 // its containers (resourceFieldRef) as files, written with an
 // AtomicWriter on a tmpfs mounted on the volume directory, as the
 // kubelet does. It is safe for concurrent use.
-type DownwardAPIPlugin struct {
+type DownwardAPI struct {
 	mem         memoryDir
 	allocatable v1.ResourceList
 	clock       clock.PassiveClock
 }
 
-var _ Plugin = (*DownwardAPIPlugin)(nil)
+var _ Plugin = (*DownwardAPI)(nil)
 
-// NewDownwardAPIPlugin returns the downwardAPI plugin. allocatable is the
+// NewDownwardAPI returns the downwardAPI plugin. allocatable is the
 // node's allocatable resources: a resourceFieldRef to a container's cpu,
 // memory or ephemeral-storage limit that the container does not set
 // shows the node's allocatable amount, as in the kubelet (nil shows 0).
 // mounter mounts the tmpfs (nil keeps the files on the disk); clk names
 // the generations of the files (nil means the real clock).
-func NewDownwardAPIPlugin(mounter mount.Interface, allocatable v1.ResourceList, clk clock.PassiveClock) (*DownwardAPIPlugin, error) {
+func NewDownwardAPI(mounter mount.Interface, allocatable v1.ResourceList, clk clock.PassiveClock) (*DownwardAPI, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &DownwardAPIPlugin{mem: memoryDir{mounter: mounter}, allocatable: allocatable.DeepCopy(), clock: clk}, nil
+	return &DownwardAPI{mem: memoryDir{mounter: mounter}, allocatable: allocatable.DeepCopy(), clock: clk}, nil
 }
 
 // Name is "kubernetes.io/downward-api".
-func (p *DownwardAPIPlugin) Name() string { return DownwardAPIPluginName }
+func (p *DownwardAPI) Name() string { return DownwardAPIPluginName }
 
 // CanSupport reports whether v is a downwardAPI volume.
-func (p *DownwardAPIPlugin) CanSupport(v *v1.Volume) bool { return v.DownwardAPI != nil }
+func (p *DownwardAPI) CanSupport(v *v1.Volume) bool { return v.DownwardAPI != nil }
 
 // Attributes: managed, read-only, refreshed (labels and annotations
 // change while the pod runs).
-func (p *DownwardAPIPlugin) Attributes(*v1.Volume) Attributes { return contentAttributes() }
+func (p *DownwardAPI) Attributes(*v1.Volume) Attributes { return contentAttributes() }
 
 // SetUp writes the items of the volume into req.Dir from req.Pod,
 // leaving the files as they are when nothing changed. An unsupported
 // field path or resource is an error naming the item.
-func (p *DownwardAPIPlugin) SetUp(_ context.Context, req *Request) (string, error) {
+func (p *DownwardAPI) SetUp(_ context.Context, req *Request) (string, error) {
 	src := req.Volume.DownwardAPI
 	if src == nil {
 		return "", fmt.Errorf("volumes: volume %q is not a downwardAPI volume", req.Volume.Name)
@@ -78,7 +78,7 @@ func (p *DownwardAPIPlugin) SetUp(_ context.Context, req *Request) (string, erro
 }
 
 // TearDown unmounts the tmpfs, then removes dir.
-func (p *DownwardAPIPlugin) TearDown(_ context.Context, dir string) error {
+func (p *DownwardAPI) TearDown(_ context.Context, dir string) error {
 	return p.mem.tearDown(dir)
 }
 

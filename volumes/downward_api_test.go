@@ -18,10 +18,10 @@ var allocatable = v1.ResourceList{
 	v1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
 }
 
-func downwardPlugin(t *testing.T) (*volumes.DownwardAPIPlugin, *fakeMounterT) {
+func downwardPlugin(t *testing.T) (*volumes.DownwardAPI, *fakeMounterT) {
 	t.Helper()
 	fm := fakeMounter()
-	p, err := volumes.NewDownwardAPIPlugin(fm, allocatable, clocktesting.NewFakePassiveClock(testTime))
+	p, err := volumes.NewDownwardAPI(fm, allocatable, clocktesting.NewFakePassiveClock(testTime))
 	if err != nil {
 		t.Fatal(err)
 	}

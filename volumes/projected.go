@@ -19,14 +19,14 @@ const ProjectedPluginName = "kubernetes.io/projected"
 // serviceAccountToken that sets none, as the API server defaults it.
 const DefaultTokenExpirationSeconds = 3600
 
-// ProjectedPlugin shows configMaps, secrets, downward-API fields and
+// Projected shows configMaps, secrets, downward-API fields and
 // service-account tokens together in one directory, written with an
 // AtomicWriter on a tmpfs mounted on the volume directory, as the
 // kubelet does. Tokens are cached and asked for again at 80% of their
 // lifetime or after 24 hours (see TokenGetter). clusterTrustBundle and
 // podCertificate sources are refused with an error. It is safe for
 // concurrent use.
-type ProjectedPlugin struct {
+type Projected struct {
 	objects     ObjectGetter
 	tokens      *tokenCache
 	mem         memoryDir
@@ -34,23 +34,23 @@ type ProjectedPlugin struct {
 	clock       clock.PassiveClock
 }
 
-var _ Plugin = (*ProjectedPlugin)(nil)
+var _ Plugin = (*Projected)(nil)
 
-// NewProjectedPlugin returns the projected plugin: configMaps and
+// NewProjected returns the projected plugin: configMaps and
 // secrets come from objects, tokens from tokens (nil refuses
 // serviceAccountToken sources), the tmpfs is mounted with mounter (nil
 // keeps the files on the disk), allocatable is the node's allocatable
-// resources for downwardAPI resourceFieldRefs (see NewDownwardAPIPlugin),
+// resources for downwardAPI resourceFieldRefs (see NewDownwardAPI),
 // and clk tells token lifetimes and names the generations of the files
 // (nil means the real clock).
-func NewProjectedPlugin(objects ObjectGetter, tokens TokenGetter, mounter mount.Interface, allocatable v1.ResourceList, clk clock.PassiveClock) (*ProjectedPlugin, error) {
+func NewProjected(objects ObjectGetter, tokens TokenGetter, mounter mount.Interface, allocatable v1.ResourceList, clk clock.PassiveClock) (*Projected, error) {
 	if objects == nil {
-		return nil, errors.New("volumes: NewProjectedPlugin: an ObjectGetter is required")
+		return nil, errors.New("volumes: NewProjected: an ObjectGetter is required")
 	}
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	p := &ProjectedPlugin{objects: objects, mem: memoryDir{mounter: mounter}, allocatable: allocatable.DeepCopy(), clock: clk}
+	p := &Projected{objects: objects, mem: memoryDir{mounter: mounter}, allocatable: allocatable.DeepCopy(), clock: clk}
 	if tokens != nil {
 		p.tokens = newTokenCache(tokens, clk)
 	}
@@ -58,13 +58,13 @@ func NewProjectedPlugin(objects ObjectGetter, tokens TokenGetter, mounter mount.
 }
 
 // Name is "kubernetes.io/projected".
-func (p *ProjectedPlugin) Name() string { return ProjectedPluginName }
+func (p *Projected) Name() string { return ProjectedPluginName }
 
 // CanSupport reports whether v is a projected volume.
-func (p *ProjectedPlugin) CanSupport(v *v1.Volume) bool { return v.Projected != nil }
+func (p *Projected) CanSupport(v *v1.Volume) bool { return v.Projected != nil }
 
 // Attributes: managed, read-only, refreshed.
-func (p *ProjectedPlugin) Attributes(*v1.Volume) Attributes { return contentAttributes() }
+func (p *Projected) Attributes(*v1.Volume) Attributes { return contentAttributes() }
 
 // SetUp gathers the files of every source and writes them into req.Dir,
 // leaving the files as they are when nothing changed. The sources are
@@ -72,7 +72,7 @@ func (p *ProjectedPlugin) Attributes(*v1.Volume) Attributes { return contentAttr
 // fails SetUp with an error naming it (a missing non-optional configMap
 // or secret wraps runtime.ErrNotFound). Two sources that write the same
 // path are refused.
-func (p *ProjectedPlugin) SetUp(ctx context.Context, req *Request) (string, error) {
+func (p *Projected) SetUp(ctx context.Context, req *Request) (string, error) {
 	src := req.Volume.Projected
 	if src == nil {
 		return "", fmt.Errorf("volumes: volume %q is not a projected volume", req.Volume.Name)
@@ -94,7 +94,7 @@ func (p *ProjectedPlugin) SetUp(ctx context.Context, req *Request) (string, erro
 	return req.Dir, nil
 }
 
-func (p *ProjectedPlugin) addSource(ctx context.Context, pl *payload, req *Request, field string, s *v1.VolumeProjection, defMode os.FileMode) error {
+func (p *Projected) addSource(ctx context.Context, pl *payload, req *Request, field string, s *v1.VolumeProjection, defMode os.FileMode) error {
 	switch {
 	case s.ConfigMap != nil:
 		field += ".configMap"
@@ -131,7 +131,7 @@ func (p *ProjectedPlugin) addSource(ctx context.Context, pl *payload, req *Reque
 // addToken adds a service-account token for the pod's service account,
 // bound to the pod. Its mode is 0600 when the pod has an fsGroup (the
 // group then gets read), as in the kubelet, else the default mode.
-func (p *ProjectedPlugin) addToken(ctx context.Context, pl *payload, req *Request, field string, s *v1.ServiceAccountTokenProjection, defMode os.FileMode) error {
+func (p *Projected) addToken(ctx context.Context, pl *payload, req *Request, field string, s *v1.ServiceAccountTokenProjection, defMode os.FileMode) error {
 	if p.tokens == nil {
 		return fmt.Errorf("%s: no TokenGetter is configured", field)
 	}
@@ -170,6 +170,6 @@ func (p *ProjectedPlugin) addToken(ctx context.Context, pl *payload, req *Reques
 }
 
 // TearDown unmounts the tmpfs, then removes dir.
-func (p *ProjectedPlugin) TearDown(_ context.Context, dir string) error {
+func (p *Projected) TearDown(_ context.Context, dir string) error {
 	return p.mem.tearDown(dir)
 }

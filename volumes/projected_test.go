@@ -19,7 +19,7 @@ import (
 )
 
 type projectedEnv struct {
-	p      *volumes.ProjectedPlugin
+	p      *volumes.Projected
 	objs   *volumes.Objects
 	tokens *volumestest.Tokens
 	clock  *clocktesting.FakePassiveClock
@@ -30,7 +30,7 @@ func newProjected(t *testing.T) *projectedEnv {
 	t.Helper()
 	e := &projectedEnv{objs: &volumes.Objects{}, clock: clocktesting.NewFakePassiveClock(testTime), fm: fakeMounter()}
 	e.tokens = &volumestest.Tokens{Clock: e.clock}
-	p, err := volumes.NewProjectedPlugin(e.objs, e.tokens, e.fm, allocatable, e.clock)
+	p, err := volumes.NewProjected(e.objs, e.tokens, e.fm, allocatable, e.clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestProjectedTokenModeWithFSGroup(t *testing.T) {
 }
 
 func TestProjectedNoTokenGetter(t *testing.T) {
-	p, err := volumes.NewProjectedPlugin(&volumes.Objects{}, nil, nil, nil, nil)
+	p, err := volumes.NewProjected(&volumes.Objects{}, nil, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,40 +13,40 @@ import (
 // SecretPluginName is the name of the secret plugin.
 const SecretPluginName = "kubernetes.io/secret"
 
-// SecretPlugin shows a secret's keys as files, written with an
+// Secret shows a secret's keys as files, written with an
 // AtomicWriter on a tmpfs mounted on the volume directory so that they
 // never reach the disk. It is safe for concurrent use.
-type SecretPlugin struct {
+type Secret struct {
 	objects ObjectGetter
 	mem     memoryDir
 	clock   clock.PassiveClock
 }
 
-var _ Plugin = (*SecretPlugin)(nil)
+var _ Plugin = (*Secret)(nil)
 
-// NewSecretPlugin returns the secret plugin reading secrets from objects
+// NewSecret returns the secret plugin reading secrets from objects
 // and mounting tmpfs with mounter (mount.New("") on a host,
 // mount.NewFakeMounter in tests). A nil mounter keeps the files on the
 // disk, for hosts where the agent may not mount. clk names the
 // generations of the volume's files; nil means the real clock.
-func NewSecretPlugin(objects ObjectGetter, mounter mount.Interface, clk clock.PassiveClock) (*SecretPlugin, error) {
+func NewSecret(objects ObjectGetter, mounter mount.Interface, clk clock.PassiveClock) (*Secret, error) {
 	if objects == nil {
-		return nil, errors.New("volumes: NewSecretPlugin: an ObjectGetter is required")
+		return nil, errors.New("volumes: NewSecret: an ObjectGetter is required")
 	}
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &SecretPlugin{objects: objects, mem: memoryDir{mounter: mounter}, clock: clk}, nil
+	return &Secret{objects: objects, mem: memoryDir{mounter: mounter}, clock: clk}, nil
 }
 
 // Name is "kubernetes.io/secret".
-func (p *SecretPlugin) Name() string { return SecretPluginName }
+func (p *Secret) Name() string { return SecretPluginName }
 
 // CanSupport reports whether v is a secret volume.
-func (p *SecretPlugin) CanSupport(v *v1.Volume) bool { return v.Secret != nil }
+func (p *Secret) CanSupport(v *v1.Volume) bool { return v.Secret != nil }
 
 // Attributes: managed, read-only, refreshed.
-func (p *SecretPlugin) Attributes(*v1.Volume) Attributes { return contentAttributes() }
+func (p *Secret) Attributes(*v1.Volume) Attributes { return contentAttributes() }
 
 // SetUp mounts the tmpfs if it is not mounted yet and writes the secret's
 // keys (or its items) into req.Dir, leaving the files as they are when
@@ -54,7 +54,7 @@ func (p *SecretPlugin) Attributes(*v1.Volume) Attributes { return contentAttribu
 // nothing mounted; it is an error wrapping runtime.ErrNotFound unless
 // the source is optional, when the volume is empty. A first SetUp that
 // fails unmounts what it mounted.
-func (p *SecretPlugin) SetUp(ctx context.Context, req *Request) (string, error) {
+func (p *Secret) SetUp(ctx context.Context, req *Request) (string, error) {
 	src := req.Volume.Secret
 	if src == nil {
 		return "", fmt.Errorf("volumes: volume %q is not a secret volume", req.Volume.Name)
@@ -80,7 +80,7 @@ func (p *SecretPlugin) SetUp(ctx context.Context, req *Request) (string, error) 
 }
 
 // TearDown unmounts the tmpfs, then removes dir.
-func (p *SecretPlugin) TearDown(_ context.Context, dir string) error {
+func (p *Secret) TearDown(_ context.Context, dir string) error {
 	return p.mem.tearDown(dir)
 }
 

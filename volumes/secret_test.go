@@ -30,9 +30,9 @@ func secret(name string, data map[string]string) *v1.Secret {
 	return s
 }
 
-func secretPlugin(t *testing.T, objs *volumes.Objects, fm mount.Interface) *volumes.SecretPlugin {
+func secretPlugin(t *testing.T, objs *volumes.Objects, fm mount.Interface) *volumes.Secret {
 	t.Helper()
-	p, err := volumes.NewSecretPlugin(objs, fm, clocktesting.NewFakePassiveClock(testTime))
+	p, err := volumes.NewSecret(objs, fm, clocktesting.NewFakePassiveClock(testTime))
 	if err != nil {
 		t.Fatal(err)
 	}

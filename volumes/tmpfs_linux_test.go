@@ -21,7 +21,7 @@ func TestSecretRealTmpfs(t *testing.T) {
 	}
 	objs := &volumes.Objects{}
 	objs.SetSecret(secret("creds", map[string]string{"k": "v"}))
-	p, err := volumes.NewSecretPlugin(objs, mount.New(""), nil)
+	p, err := volumes.NewSecret(objs, mount.New(""), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
