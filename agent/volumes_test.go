@@ -12,11 +12,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/volumes"
+	"github.com/nodekit/nodekit/volumes/volumestest"
 )
 
 // volumeAgent is an agent on fakecri with a channel source, recording
@@ -31,6 +34,13 @@ type volumeAgent struct {
 
 func startVolumeAgent(t *testing.T, before func(podsDir string)) *volumeAgent {
 	t.Helper()
+	return startVolumeAgentWith(t, before, nil)
+}
+
+// startVolumeAgentWith is startVolumeAgent with a last word on the
+// agent's Config.
+func startVolumeAgentWith(t *testing.T, before func(podsDir string), with func(*agent.Config)) *volumeAgent {
+	t.Helper()
 	dir := t.TempDir()
 	fake := newFake(t)
 	va := &volumeAgent{podsDir: filepath.Join(dir, "pods")}
@@ -38,7 +48,7 @@ func startVolumeAgent(t *testing.T, before func(podsDir string)) *volumeAgent {
 	if before != nil {
 		before(va.podsDir)
 	}
-	a, err := agent.New(agent.Config{
+	cfg := agent.Config{
 		NodeName: "node", RuntimeService: fake, ImageService: fake, Sources: []podsource.Source{va.api}, StatusSink: va.history,
 		RelistPeriod: 20 * time.Millisecond, HousekeepingPeriod: 50 * time.Millisecond, BackOffPeriod: 50 * time.Millisecond,
 		CRI: cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: va.podsDir, ResolvConf: "-"},
@@ -50,7 +60,11 @@ func startVolumeAgent(t *testing.T, before func(podsDir string)) *volumeAgent {
 			defer va.mu.Unlock()
 			va.events = append(va.events, pod.Name+" "+typ+" "+reason+" "+msg)
 		},
-	})
+	}
+	if with != nil {
+		with(&cfg)
+	}
+	a, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,4 +226,74 @@ func TestOrphanedPodDirectoriesAreRemovedAtStart(t *testing.T) {
 	if _, err := os.Stat(adopted); err != nil {
 		t.Fatalf("the volume of a pod its source still holds lost its content: %v", err)
 	}
+}
+
+// A pod with the volumes of a pod of a cluster (a configMap, and the
+// projected service-account volume every pod gets) waits while its
+// configMap is missing, with the kubelet's FailedMount, and starts once
+// it appears; the files are on the disk where the runtime mounts them.
+func TestContentVolumesWaitForTheirObjects(t *testing.T) {
+	objects := &volumes.Objects{}
+	tokens := &volumestest.Tokens{}
+	va := startVolumeAgentWith(t, nil, func(c *agent.Config) {
+		c.CRI.Objects = objects
+		c.Tokens = tokens
+	})
+	va.send(podsource.SET)
+	pod := apiPod("app", v1.RestartPolicyAlways, []string{"main"})
+	pod.Spec.ServiceAccountName = "default"
+	exp := int64(3607)
+	pod.Spec.Volumes = []v1.Volume{
+		{Name: "config", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "settings"}}}},
+		{Name: "kube-api-access", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
+			{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: &exp}},
+			{DownwardAPI: &v1.DownwardAPIProjection{Items: []v1.DownwardAPIVolumeFile{{Path: "namespace", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}}},
+		}}}},
+	}
+	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{
+		{Name: "config", MountPath: "/etc/app"},
+		{Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true},
+	}
+	va.send(podsource.ADD, pod)
+	want := `app Warning FailedMount Unable to attach or mount volumes: unmounted volumes=[config], unattached volumes=[], failed to process volumes=[]: pod default/app: spec.volumes[0] (config): `
+	eventuallyShowing(t, "a FailedMount for the missing configMap", func() bool { return va.hasEvent(want) }, func() string {
+		va.mu.Lock()
+		defer va.mu.Unlock()
+		return strings.Join(va.events, "\n")
+	})
+	va.waitFor("app", "waits", func(s v1.PodStatus) bool { return s.Phase == v1.PodPending })
+
+	objects.SetConfigMap(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}, Data: map[string]string{"level": "debug"}})
+	va.waitFor("app", "runs once its configMap exists", func(s v1.PodStatus) bool { return s.Phase == v1.PodRunning })
+	byPath := map[string]string{}
+	for _, m := range va.mounts(pod, "main") {
+		byPath[m.ContainerPath] = m.HostPath
+	}
+	for path, wantContent := range map[string]string{
+		"/etc/app/level": "debug",
+		"/var/run/secrets/kubernetes.io/serviceaccount/namespace": "default",
+	} {
+		dir, file := filepath.Split(path)
+		host, ok := byPath[strings.TrimSuffix(dir, "/")]
+		if !ok {
+			t.Fatalf("no CRI mount at %s: %v", dir, byPath)
+		}
+		b, err := os.ReadFile(filepath.Join(host, file))
+		if err != nil || string(b) != wantContent {
+			t.Errorf("%s: %q, %v; want %q", path, b, err, wantContent)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(byPath["/var/run/secrets/kubernetes.io/serviceaccount"], "token")); err != nil || len(b) == 0 {
+		t.Errorf("the projected token: %q, %v", b, err)
+	}
+	if reqs := tokens.Requests(); len(reqs) == 0 {
+		t.Error("no token was asked for")
+	}
+	// The projected volume is a tmpfs where the agent may mount: deleted,
+	// the pod's volumes are unmounted and removed.
+	va.delete(pod)
+	eventually(t, "the pod's volume directory is removed", func() bool {
+		_, err := os.Stat(filepath.Join(va.podsDir, string(pod.UID), "volumes"))
+		return os.IsNotExist(err)
+	})
 }
