@@ -172,3 +172,10 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		}
 	}
 }
+
+func newRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder() }
+
+func mustRequest(t *testing.T, path string) *http.Request {
+	t.Helper()
+	return httptest.NewRequest(http.MethodGet, path, nil)
+}

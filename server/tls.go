@@ -28,9 +28,10 @@ type TLSOptions struct {
 	// when it is made.
 	Now time.Time
 	// ClientCAFile, when set, makes the server ask for client
-	// certificates and verify those given against it (the kubelet's
-	// authentication.x509.clientCAFile); a client without one may still
-	// authenticate by token or anonymously.
+	// certificates signed by its CAs (the kubelet's
+	// authentication.x509.clientCAFile); the Authenticator verifies what
+	// is given, and a client without one may still authenticate by token
+	// or anonymously.
 	ClientCAFile string
 }
 
@@ -60,8 +61,10 @@ func TLSConfig(opts TLSOptions) (*tls.Config, error) {
 		if err != nil {
 			return nil, err
 		}
+		// The authenticator verifies the certificate, so that a bad one is
+		// answered 401 as the kubelet answers it, not a failed handshake.
 		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.VerifyClientCertIfGiven
+		cfg.ClientAuth = tls.RequestClientCert
 	}
 	return cfg, nil
 }
