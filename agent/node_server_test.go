@@ -61,6 +61,14 @@ func TestAgentServesLogsAndExec(t *testing.T) {
 		t.Errorf("log of an unknown pod: %d %q", resp.StatusCode, body)
 	}
 
+	resp, err = http.Get(ts.URL + "/stats/summary")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(resp); resp.StatusCode != 200 || !strings.Contains(body, `"podRef":{"name":"`+pod.Name+`"`) {
+		t.Errorf("/stats/summary: %d %q, want the pod", resp.StatusCode, body)
+	}
+
 	u, _ := url.Parse(ts.URL + "/exec/" + pod.Namespace + "/" + pod.Name + "/main?command=cat&input=1&output=1")
 	exec, err := remotecommand.NewSPDYExecutor(&restclient.Config{Host: ts.URL}, http.MethodPost, u)
 	if err != nil {

@@ -22,13 +22,17 @@ type ServerConfig struct {
 	// Configz returns the configuration served on /configz. Default:
 	// none, and /configz answers 404.
 	Configz func() (any, error)
+	// Stats serves /stats/summary and /metrics/resource. Default:
+	// server.CRIStats over Config.RuntimeService and the node's /proc;
+	// none (503) without a RuntimeService.
+	Stats server.StatsProvider
 }
 
 // Handler serves the node's HTTP API (package server): /healthz ("ok",
 // or 500 with the reason), /pods (a v1.PodList), /metrics (Prometheus
 // text from the agent's registry), /runningpods/, /configz,
-// /containerLogs, and /exec, /attach and /portForward through
-// Config.RuntimeService. Each read-only path answers GET and HEAD; other
+// /containerLogs, /stats/summary and /metrics/resource, and /exec,
+// /attach and /portForward through Config.RuntimeService. Each read-only path answers GET and HEAD; other
 // methods get 405 with an Allow header, and a request body over
 // Config.HTTP.MaxBodyBytes gets 413. With Config.Server's Authenticator
 // set, every request is authenticated and authorized first.
@@ -52,6 +56,16 @@ func (a *Agent) newServer() (*server.Server, error) {
 	}
 	if a.cfg.RuntimeService != nil {
 		cfg.Streaming = a.cfg.RuntimeService
+	}
+	cfg.Stats = a.cfg.Server.Stats
+	if cfg.Stats == nil && a.cfg.RuntimeService != nil {
+		stats, err := server.NewCRIStats(server.CRIStatsConfig{
+			NodeName: a.cfg.NodeName, Runtime: a.cfg.RuntimeService, Images: a.cfg.ImageService, Clock: a.cfg.Clock,
+		})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Stats = stats
 	}
 	return server.New(cfg)
 }

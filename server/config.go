@@ -61,6 +61,10 @@ type Config struct {
 	// Streaming serves /exec, /attach and /portForward. Default: none,
 	// and those paths answer 503.
 	Streaming StreamingRuntime
+	// Stats serves /stats/summary and /metrics/resource (NewCRIStats
+	// reads them from a CRI runtime and /proc). Default: none, and those
+	// paths answer 503.
+	Stats StatsProvider
 	// Healthy is /healthz: nil error is "ok", any other a 500 with its
 	// text. Default: always healthy.
 	Healthy func() error

@@ -40,6 +40,8 @@ func New(cfg Config) (*Server, error) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /runningpods/", s.runningPods)
 	mux.HandleFunc("GET /configz", s.configz)
+	mux.HandleFunc("GET /stats/summary", s.statsSummary)
+	mux.HandleFunc("GET /metrics/resource", s.metricsResource)
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
 	for _, m := range []string{"GET", "POST"} {
 		mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", s.exec)
