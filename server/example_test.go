@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -8,12 +9,32 @@ import (
 	"os"
 	"path/filepath"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/server"
 )
 
+// oneNode runs one pod whose container "app" logs to a file; it is both
+// the server's PodLister and its RuntimeReader.
+type oneNode struct {
+	pod    *v1.Pod
+	status *runtime.PodStatus
+}
+
+func (n oneNode) Pods() []*v1.Pod { return []*v1.Pod{n.pod} }
+
+func (n oneNode) GetPods(context.Context, bool) ([]*runtime.Pod, error) { return nil, nil }
+
+func (n oneNode) GetPodStatus(context.Context, types.UID, string, string) (*runtime.PodStatus, error) {
+	return n.status, nil
+}
+
 // A server over a node with one pod reads its container's CRI log,
-// joining the partial entries.
+// joining the partial entries, and answers 404 for a pod the node does
+// not run.
 func Example() {
 	dir, _ := os.MkdirTemp("", "logs")
 	defer os.RemoveAll(dir)
@@ -23,11 +44,16 @@ func Example() {
 			"2026-01-02T03:04:06Z stdout P wor\n"+
 			"2026-01-02T03:04:06Z stdout F ld\n"), 0o644)
 
-	node := newFakeNode()
-	node.addPod("default", "web", "uid-1", &runtime.ContainerStatus{
-		ID: runtime.ContainerID{Type: "containerd", ID: "c1"}, Name: "app",
-		State: runtime.ContainerStateRunning, LogPath: logPath,
-	})
+	node := oneNode{
+		pod: &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "uid-1"},
+			Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "app"}}},
+		},
+		status: &runtime.PodStatus{ContainerStatuses: []*runtime.ContainerStatus{{
+			ID: runtime.ContainerID{Type: "containerd", ID: "c1"}, Name: "app",
+			State: runtime.ContainerStateRunning, LogPath: logPath,
+		}}},
+	}
 	srv, err := server.New(server.Config{NodeName: "node-1", Pods: node, Runtime: node})
 	if err != nil {
 		fmt.Println(err)

@@ -54,7 +54,7 @@ func logServer(t *testing.T, clk *clocktesting.FakeClock, state runtime.Containe
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := (&http.Client{Timeout: 20 * time.Second}).Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,5 +320,16 @@ func TestContainerLogsMemoryIsBounded(t *testing.T) {
 	}
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20 {
 		t.Errorf("serving a 32 MiB line allocated %d MiB, want under 8 MiB", grew>>20)
+	}
+}
+
+// Following the log of a container that has already stopped returns what
+// it wrote and ends, without waiting on the clock.
+func TestContainerLogsFollowOfAStoppedContainerEnds(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	ts, _, _ := logServer(t, clk, runtime.ContainerStateExited, criLine(0, "stdout", "F", "last words"), "")
+	code, body := get(t, ts.URL+"/containerLogs/ns/web/app?follow=true")
+	if code != 200 || body != "last words\n" {
+		t.Errorf("%d %q, want 200 \"last words\\n\"", code, body)
 	}
 }
