@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -37,6 +39,7 @@ type CRIStatsService interface {
 	ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
 	ListPodSandboxStats(ctx context.Context, filter *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error)
+	ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error)
 }
 
 // ImageFsInfoer reports the runtime's image filesystem; the CRI
@@ -124,6 +127,9 @@ func (s *CRIStats) Summary(ctx context.Context) (*statsapi.Summary, error) {
 		return nil, fmt.Errorf("server: stats: listing containers: %w", err)
 	}
 	stats, err := rt.ListPodSandboxStats(ctx, &runtimeapi.PodSandboxStatsFilter{})
+	if status.Code(err) == codes.Unimplemented {
+		stats, err = sandboxStatsFromContainers(ctx, rt, sandboxes, containers)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("server: stats: sandbox stats: %w", err)
 	}
@@ -183,6 +189,52 @@ func (s *CRIStats) Summary(ctx context.Context) (*statsapi.Summary, error) {
 		sum.Node.Runtime = &statsapi.RuntimeStats{ImageFs: st}
 	}
 	return sum, nil
+}
+
+// sandboxStatsFromContainers builds sandbox stats from ListContainerStats
+// for a runtime without ListPodSandboxStats (containerd 1.6): a pod's CPU
+// and memory are the sums of its running containers'.
+func sandboxStatsFromContainers(ctx context.Context, rt CRIStatsService, sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) ([]*runtimeapi.PodSandboxStats, error) {
+	cs, err := rt.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{})
+	if err != nil {
+		return nil, err
+	}
+	sandboxOf := make(map[string]string, len(containers))
+	for _, c := range containers {
+		sandboxOf[c.GetId()] = c.GetPodSandboxId()
+	}
+	bySandbox := make(map[string]*runtimeapi.PodSandboxStats, len(sandboxes))
+	out := make([]*runtimeapi.PodSandboxStats, 0, len(sandboxes))
+	for _, sb := range sandboxes {
+		ps := &runtimeapi.PodSandboxStats{
+			Attributes: &runtimeapi.PodSandboxAttributes{Id: sb.GetId(), Metadata: sb.GetMetadata()},
+			Linux: &runtimeapi.LinuxPodSandboxStats{
+				Cpu:    &runtimeapi.CpuUsage{UsageCoreNanoSeconds: &runtimeapi.UInt64Value{}, UsageNanoCores: &runtimeapi.UInt64Value{}},
+				Memory: &runtimeapi.MemoryUsage{WorkingSetBytes: &runtimeapi.UInt64Value{}, UsageBytes: &runtimeapi.UInt64Value{}},
+			},
+		}
+		bySandbox[sb.GetId()] = ps
+		out = append(out, ps)
+	}
+	for _, c := range cs {
+		ps, ok := bySandbox[sandboxOf[c.GetAttributes().GetId()]]
+		if !ok {
+			continue
+		}
+		l := ps.Linux
+		l.Containers = append(l.Containers, c)
+		if cpu := c.GetCpu(); cpu != nil {
+			l.Cpu.Timestamp = max(l.Cpu.Timestamp, cpu.GetTimestamp())
+			l.Cpu.UsageCoreNanoSeconds.Value += cpu.GetUsageCoreNanoSeconds().GetValue()
+			l.Cpu.UsageNanoCores.Value += cpu.GetUsageNanoCores().GetValue()
+		}
+		if mem := c.GetMemory(); mem != nil {
+			l.Memory.Timestamp = max(l.Memory.Timestamp, mem.GetTimestamp())
+			l.Memory.WorkingSetBytes.Value += mem.GetWorkingSetBytes().GetValue()
+			l.Memory.UsageBytes.Value += mem.GetUsageBytes().GetValue()
+		}
+	}
+	return out, nil
 }
 
 // node reads the node's own figures.

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -202,5 +204,33 @@ func BenchmarkStatsSummary(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A runtime without ListPodSandboxStats (containerd 1.6) still gets pod
+// figures: the sums of its running containers' stats.
+func TestStatsSummaryWithoutSandboxStats(t *testing.T) {
+	fake, err := fakecri.New(fakecri.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	statsPods(t, fake, 2)
+	fake.InjectError("ListPodSandboxStats", status.Error(codes.Unimplemented, "not implemented"))
+	stats, err := server.NewCRIStats(server.CRIStatsConfig{NodeName: "n", Runtime: fake, ProcDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := stats.Summary(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Pods) != 2 {
+		t.Fatalf("%d pods, want 2", len(sum.Pods))
+	}
+	for _, p := range sum.Pods {
+		if p.Memory == nil || *p.Memory.WorkingSetBytes != 100<<20 || *p.CPU.UsageNanoCores != 250_000_000 ||
+			len(p.Containers) != 1 || *p.Containers[0].Memory.WorkingSetBytes != 100<<20 {
+			t.Errorf("pod %s: %+v", p.PodRef.Name, p)
+		}
 	}
 }
