@@ -17,8 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sys/unix"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -70,7 +68,8 @@ type CRIStatsConfig struct {
 }
 
 // CRIStats is the default StatsProvider: pod and container figures from
-// the runtime's ListPodSandboxStats (ready sandboxes, running containers),
+// the runtime's ListPodSandboxStats (ready sandboxes, running containers;
+// when it fails, ListContainerStats summed per pod),
 // the image filesystem from ImageFsInfo, and the node's CPU, memory and
 // root filesystem from /proc and statfs. The node's usageNanoCores is the
 // rate since the previous Summary (absent on the first). Safe for
@@ -127,8 +126,15 @@ func (s *CRIStats) Summary(ctx context.Context) (*statsapi.Summary, error) {
 		return nil, fmt.Errorf("server: stats: listing containers: %w", err)
 	}
 	stats, err := rt.ListPodSandboxStats(ctx, &runtimeapi.PodSandboxStatsFilter{})
-	if status.Code(err) == codes.Unimplemented {
-		stats, err = sandboxStatsFromContainers(ctx, rt, sandboxes, containers)
+	if err != nil && ctx.Err() == nil {
+		// Unimplemented (containerd 1.6 on some set-ups), or a sandbox
+		// without a cgroup of its own: its containers still have figures.
+		var ferr error
+		if stats, ferr = sandboxStatsFromContainers(ctx, rt, sandboxes, containers); ferr == nil {
+			err = nil
+		} else {
+			err = errors.Join(err, ferr)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("server: stats: sandbox stats: %w", err)
@@ -192,8 +198,9 @@ func (s *CRIStats) Summary(ctx context.Context) (*statsapi.Summary, error) {
 }
 
 // sandboxStatsFromContainers builds sandbox stats from ListContainerStats
-// for a runtime without ListPodSandboxStats (containerd 1.6): a pod's CPU
-// and memory are the sums of its running containers'.
+// when ListPodSandboxStats fails (not implemented, or, as containerd 1.6
+// answers, a sandbox with no cgroup path of its own): a pod's CPU and
+// memory are the sums of its running containers'.
 func sandboxStatsFromContainers(ctx context.Context, rt CRIStatsService, sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) ([]*runtimeapi.PodSandboxStats, error) {
 	cs, err := rt.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{})
 	if err != nil {
