@@ -20,8 +20,9 @@ import (
 // serves requests on the caller's server, and Serve runs one until its
 // context ends. Safe for concurrent use.
 type Server struct {
-	cfg Config
-	h   http.Handler
+	cfg     Config
+	h       http.Handler
+	streams streams // the sessions of /exec, /attach and /portForward
 }
 
 // New builds a Server from cfg. It does no I/O and starts nothing. It
@@ -81,9 +82,10 @@ func NewHTTPServer(h http.Handler, cfg HTTPConfig) *http.Server {
 
 // Serve serves Handler on lis until ctx ends, over TLS when tlsConfig is
 // not nil (see TLSConfig), bounded by Config.HTTP. It blocks; when ctx
-// ends it shuts the server down, waiting up to 5s for requests in flight
-// (a followed log or an exec session is cut then), and returns nil. It
-// closes lis.
+// ends it shuts the server down: a followed log ends with ctx, requests in
+// flight get up to 5s, exec, attach and port-forward sessions are cut, and
+// it returns nil once their handlers have returned. It closes lis. Call
+// it once: after it returns, the server takes no new streaming session.
 func (s *Server) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Config) error {
 	srv := NewHTTPServer(s.h, s.cfg.HTTP)
 	srv.BaseContext = func(net.Listener) context.Context { return ctx }
@@ -103,6 +105,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Con
 	if err != nil {
 		err = srv.Close()
 	}
+	s.streams.closeAll() // Shutdown leaves hijacked connections alone
 	if serr := <-done; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		return fmt.Errorf("server: serve: %w", serr)
 	}

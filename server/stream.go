@@ -1,10 +1,13 @@
 package server
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -154,11 +157,113 @@ func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, raw string)
 		http.Error(w, fmt.Sprintf("the runtime answered a streaming URL that cannot be used: %q", raw), http.StatusInternalServerError)
 		return
 	}
+	if !s.streams.begin() {
+		http.Error(w, "the server is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	defer s.streams.end()
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})
 	h := proxy.NewUpgradeAwareHandler(u, nil, false, true, responder{s})
-	h.ServeHTTP(w, r)
+	h.ServeHTTP(&trackedWriter{ResponseWriter: w, streams: &s.streams}, r)
+}
+
+// streams tracks the connections hijacked for streaming sessions, which
+// http.Server.Shutdown neither waits for nor closes, so that Serve can
+// end them and wait for their handlers.
+type streams struct {
+	wg sync.WaitGroup
+	// mu guards closed and conns.
+	mu     sync.Mutex
+	closed bool
+	conns  map[net.Conn]struct{}
+}
+
+// begin counts a session in, or reports false once closeAll has run.
+func (t *streams) begin() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.wg.Add(1)
+	return true
+}
+
+func (t *streams) end() { t.wg.Done() }
+
+// add records a hijacked connection; after closeAll it closes it at once.
+func (t *streams) add(c net.Conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		_ = c.Close()
+		return
+	}
+	if t.conns == nil {
+		t.conns = map[net.Conn]struct{}{}
+	}
+	t.conns[c] = struct{}{}
+}
+
+func (t *streams) remove(c net.Conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.conns, c)
+}
+
+// closeAll ends every session and waits for their handlers to return.
+func (t *streams) closeAll() {
+	t.mu.Lock()
+	t.closed = true
+	conns := make([]net.Conn, 0, len(t.conns))
+	for c := range t.conns {
+		conns = append(conns, c)
+	}
+	t.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close() // removes itself, under mu
+	}
+	t.wg.Wait()
+}
+
+// trackedWriter records the connection the proxy hijacks.
+type trackedWriter struct {
+	http.ResponseWriter
+	streams *streams
+}
+
+func (w *trackedWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("the connection cannot be taken over for a stream")
+	}
+	c, rw, err := hj.Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	tc := &trackedConn{Conn: c, streams: w.streams}
+	w.streams.add(tc)
+	return tc, rw, nil
+}
+
+func (w *trackedWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// trackedConn forgets itself when closed.
+type trackedConn struct {
+	net.Conn
+	streams *streams
+	once    sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() { c.streams.remove(c) })
+	return c.Conn.Close()
 }
 
 type responder struct{ s *Server }

@@ -33,6 +33,15 @@ import (
 // server.
 func streamingNode(t *testing.T, behavior fakecri.Behavior) (string, func()) {
 	t.Helper()
+	srv, stop := streamingServer(t, behavior)
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	return ts.URL, stop
+}
+
+// streamingServer is streamingNode's server, not yet served.
+func streamingServer(t *testing.T, behavior fakecri.Behavior) (*server.Server, func()) {
+	t.Helper()
 	fake, err := fakecri.New(fakecri.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -86,9 +95,7 @@ func streamingNode(t *testing.T, behavior fakecri.Behavior) (string, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
-	return ts.URL, stop
+	return srv, stop
 }
 
 func execute(ctx context.Context, t *testing.T, base, path string, opts remotecommand.StreamOptions) error {
@@ -258,4 +265,51 @@ func TestPortForward(t *testing.T) {
 	if _, err := io.ReadFull(conn, got); err != nil || string(got) != "ping" {
 		t.Errorf("echo through the forward: %q, %v", got, err)
 	}
+}
+
+// When Serve's context ends, a session in progress is cut (the client
+// sees its stream end) and Serve returns only once its handler has.
+func TestServeEndsStreamingSessions(t *testing.T) {
+	srv, _ := streamingServer(t, fakecri.Behavior{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx, lis, nil) }()
+	base := "http://" + lis.Addr().String()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stdin, stdinW := io.Pipe()
+	defer stdinW.Close()
+	out := &notifyingBuffer{wrote: make(chan struct{}, 1)}
+	done := make(chan error, 1)
+	go func() {
+		done <- execute(ctx, t, base, "/exec/ns/web/app?command=cat&input=1&output=1", remotecommand.StreamOptions{Stdin: stdin, Stdout: out})
+	}()
+	if _, err := io.WriteString(stdinW, "ping\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-out.wrote:
+	case <-ctx.Done():
+		t.Fatal("no echo within 20s")
+	}
+	scancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Serve did not return within 20s of its context ending")
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("the client's stream did not end within 20s of the server stopping")
+	}
+	_ = stdinW.Close()
 }
