@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -14,6 +15,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +24,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
 
+	"github.com/nodekit/nodekit/runtime/fakecri"
 	"github.com/nodekit/nodekit/server"
 )
 
@@ -295,4 +300,68 @@ func getHandler(t *testing.T, h http.Handler, path string) (int, string) {
 	rec := newRecorder()
 	h.ServeHTTP(rec, mustRequest(t, path))
 	return rec.Code, rec.Body.String()
+}
+
+// An exec over HTTPS with a client certificate is authorized as
+// nodes/proxy with verb create, and its stream goes through; without
+// rights it is refused 403 before any stream.
+func TestExecOverTLSWithAClientCertificate(t *testing.T) {
+	ca := newTestCA(t, "cluster-ca")
+	authz := &recordingAuthorizer{allow: func(a server.Attributes) bool {
+		return a.User.Name == "admin" && a.Subresource == "proxy" && a.Verb == "create"
+	}}
+	srv, _ := streamingServer(t, fakecri.Behavior{}, func(c *server.Config) {
+		authn, err := server.NewAuthenticator(server.AuthenticatorConfig{ClientCAFile: ca.file})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Authenticator, c.Authorizer = authn, authz
+	})
+	tlsCfg, err := server.TLSConfig(server.TLSOptions{Hosts: []string{"127.0.0.1"}, Now: time.Now(), ClientCAFile: ca.file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx, lis, tlsCfg) }()
+	defer func() {
+		scancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	servingPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsCfg.Certificates[0].Leaf.Raw})
+	base := "https://" + lis.Addr().String()
+	exec := func(user string) (string, error) {
+		cert := ca.client(t, user)
+		keyDER, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := &restclient.Config{Host: base, TLSClientConfig: restclient.TLSClientConfig{
+			CAData:   servingPEM,
+			CertData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}),
+			KeyData:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+		}}
+		u, _ := url.Parse(base + "/exec/ns/web/app?command=cat&input=1&output=1")
+		e, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		var out bytes.Buffer
+		err = e.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: strings.NewReader("secret\n"), Stdout: &out})
+		return out.String(), err
+	}
+	if out, err := exec("admin"); err != nil || out != "secret\n" {
+		t.Errorf("admin's exec: %v, stdout %q", err, out)
+	}
+	if _, err := exec("guest"); err == nil || !strings.Contains(err.Error(), "Forbidden (user=guest, verb=create, resource=nodes, subresource(s)=[proxy])") {
+		t.Errorf("guest's exec: %v, want 403 Forbidden", err)
+	}
 }

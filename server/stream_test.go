@@ -33,14 +33,15 @@ import (
 // server.
 func streamingNode(t *testing.T, behavior fakecri.Behavior) (string, func()) {
 	t.Helper()
-	srv, stop := streamingServer(t, behavior)
+	srv, stop := streamingServer(t, behavior, nil)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return ts.URL, stop
 }
 
 // streamingServer is streamingNode's server, not yet served.
-func streamingServer(t *testing.T, behavior fakecri.Behavior) (*server.Server, func()) {
+// with, when not nil, adds to the server's Config.
+func streamingServer(t *testing.T, behavior fakecri.Behavior, with func(*server.Config)) (*server.Server, func()) {
 	t.Helper()
 	fake, err := fakecri.New(fakecri.Config{})
 	if err != nil {
@@ -91,7 +92,11 @@ func streamingServer(t *testing.T, behavior fakecri.Behavior) (*server.Server, f
 	node := newFakeNode()
 	node.addPod("ns", "web", "uid-1", &runtime.ContainerStatus{ID: runtime.ContainerID{Type: "fake", ID: id}, Name: "app", State: runtime.ContainerStateRunning})
 	node.statuses["uid-1"].SandboxStatuses[0].ID = sb
-	srv, err := server.New(server.Config{Pods: node, Runtime: node, Streaming: fake})
+	cfg := server.Config{NodeName: "node-1", Pods: node, Runtime: node, Streaming: fake}
+	if with != nil {
+		with(&cfg)
+	}
+	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +275,7 @@ func TestPortForward(t *testing.T) {
 // When Serve's context ends, a session in progress is cut (the client
 // sees its stream end) and Serve returns only once its handler has.
 func TestServeEndsStreamingSessions(t *testing.T) {
-	srv, _ := streamingServer(t, fakecri.Behavior{})
+	srv, _ := streamingServer(t, fakecri.Behavior{}, nil)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
