@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"net/http"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/nodekit/nodekit/server"
 )
 
@@ -37,6 +39,22 @@ type ServerConfig struct {
 // Config.HTTP.MaxBodyBytes gets 413. With Config.Server's Authenticator
 // set, every request is authenticated and authorized first.
 func (a *Agent) Handler() http.Handler { return a.server.Handler() }
+
+// PodByName returns the spec of the pod namespace/name the agent runs
+// (without its status), for the node server's lookups: it copies that
+// pod only, where Pods copies every pod. Safe for concurrent use.
+func (a *Agent) PodByName(namespace, name string) (*v1.Pod, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range a.pods {
+		if p.Namespace == namespace && p.Name == name {
+			return p.DeepCopy(), true
+		}
+	}
+	return nil, false
+}
+
+var _ server.PodGetter = (*Agent)(nil)
 
 // newServer builds the node server over the agent: its pods, its runtime,
 // and the CRI service for streaming.

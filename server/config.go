@@ -24,6 +24,14 @@ type PodLister interface {
 	Pods() []*v1.Pod
 }
 
+// PodGetter is an optional PodLister capability: the node's pod
+// namespace/name, found without listing every pod. Without it the server
+// scans Pods. It must be safe for concurrent use; the server does not
+// mutate what it returns, which needs no status.
+type PodGetter interface {
+	PodByName(namespace, name string) (*v1.Pod, bool)
+}
+
 // RuntimeReader is what the server reads from the runtime: the running
 // pods (/runningpods/) and one pod's observed containers (the log file of
 // a container, whether it still runs, its ID for exec and attach, the

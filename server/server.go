@@ -168,6 +168,13 @@ func (s *Server) configz(w http.ResponseWriter, _ *http.Request) {
 // findPod returns the node's pod namespace/name, and with a uid given, of
 // that UID.
 func (s *Server) findPod(namespace, name, uid string) (*v1.Pod, bool) {
+	if g, ok := s.cfg.Pods.(PodGetter); ok {
+		p, ok := g.PodByName(namespace, name)
+		if !ok || (uid != "" && string(p.UID) != uid) {
+			return nil, false
+		}
+		return p, true
+	}
 	for _, p := range s.cfg.Pods.Pods() {
 		if p.Namespace == namespace && p.Name == name && (uid == "" || string(p.UID) == uid) {
 			return p, true
