@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -331,5 +332,55 @@ func TestContainerLogsFollowOfAStoppedContainerEnds(t *testing.T) {
 	code, body := get(t, ts.URL+"/containerLogs/ns/web/app?follow=true")
 	if code != 200 || body != "last words\n" {
 		t.Errorf("%d %q, want 200 \"last words\\n\"", code, body)
+	}
+}
+
+// A followed log is exempt from the write timeout that bounds every other
+// response: with a timeout of 1ns, /healthz cannot be answered, but the
+// followed log is.
+func TestFollowedLogsAreExemptFromTheWriteTimeout(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "0.log")
+	if err := os.WriteFile(path, []byte(criLine(0, "stdout", "F", "still here")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	node := newFakeNode()
+	node.addPod("ns", "web", "uid-1", &runtime.ContainerStatus{ID: runtime.ContainerID{ID: "c"}, Name: "app", State: runtime.ContainerStateExited, LogPath: path, StartedAt: t0})
+	srv, err := server.New(server.Config{Pods: node, Runtime: node, HTTP: server.HTTPConfig{WriteTimeout: time.Nanosecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, lis, nil) }()
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	base := "http://" + lis.Addr().String()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 20 * time.Second}
+	if resp, err := client.Get(base + "/containerLogs/ns/web/app"); err == nil {
+		b, rerr := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if rerr == nil && string(b) == "still here\n" {
+			t.Fatal("a log that is not followed was answered despite a 1ns write timeout; the test cannot tell")
+		}
+	}
+	resp, err := client.Get(base + "/containerLogs/ns/web/app?follow=true")
+	if err != nil {
+		t.Fatalf("followed log: %v", err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(b) != "still here\n" {
+		t.Errorf("followed log under a 1ns write timeout: %q, %v", b, err)
 	}
 }

@@ -318,3 +318,4 @@ func TestServeEndsStreamingSessions(t *testing.T) {
 	}
 	_ = stdinW.Close()
 }
+
