@@ -318,4 +318,3 @@ func TestServeEndsStreamingSessions(t *testing.T) {
 	}
 	_ = stdinW.Close()
 }
-
