@@ -53,7 +53,9 @@
 // that does not parse is answered 400, one out of range or
 // conflicting (sinceSeconds with sinceTime) 422; a container that never
 // started, or a previous instance that does not exist, 400 with the
-// kubelet's message. A copy holds one 32 KiB buffer whatever the length
+// kubelet's message. stream other than All is answered 400, as the
+// kubelet answers it while its PodLogsQuerySplitStreams gate is off (its
+// default). A copy holds one 32 KiB buffer whatever the length
 // of a line or the limit.
 //
 // With follow, the log is streamed as the runtime appends to it, woken by

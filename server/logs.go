@@ -84,6 +84,11 @@ func parseLogOptions(q map[string][]string, now time.Time) (LogOptions, error) {
 		}
 		o.LimitBytes = &n
 	}
+	// Split streams are an alpha feature of the kubelet, off by default:
+	// only All is served, as the kubelet serves it then.
+	if v, ok := get("stream"); ok && v != "All" {
+		return o, fmt.Errorf("%w: unable to return the given log stream: %q", errBadQuery, v)
+	}
 	secs, hasSecs := get("sinceSeconds")
 	since, hasTime := get("sinceTime")
 	if hasSecs && hasTime {

@@ -120,6 +120,7 @@ func TestContainerLogsBadRequests(t *testing.T) {
 		{"/containerLogs/ns/web/app?limitBytes=0", 422, "limitBytes"},
 		{"/containerLogs/ns/web/app?sinceSeconds=1&sinceTime=" + t0.Format(time.RFC3339), 422, "sinceSeconds and sinceTime"},
 		{"/containerLogs/ns/web/app?follow=maybe", 400, "follow"},
+		{"/containerLogs/ns/web/app?stream=Stdout", 400, `unable to return the given log stream: "Stdout"`},
 	} {
 		code, body := get(t, ts.URL+tc.path)
 		if code != tc.code || !strings.Contains(body, tc.msg) {
