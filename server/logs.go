@@ -289,7 +289,7 @@ func (s *Server) copyLog(ctx context.Context, f *os.File, path string, opts LogO
 	if opts.LimitBytes != nil {
 		limit = *opts.LimitBytes
 	}
-	p := &criParser{out: &limitWriter{w: w, n: limit}, opts: opts, buf: make([]byte, logBufferSize), lineStart: true}
+	p := &criParser{out: &limitWriter{w: w, n: limit}, opts: opts, buf: make([]byte, logBufferSize), lineStart: true, newline: [1]byte{'\n'}}
 	var watcher *fsnotify.Watcher
 	defer func() {
 		if watcher != nil {
@@ -423,6 +423,9 @@ type criParser struct {
 	skip      bool // the current line is dropped (before Since, or malformed)
 	partial   bool // the current line is a P line
 	lineStart bool // the next content begins a line of output
+
+	newline [1]byte // "\n", written without an allocation
+	stamp   []byte  // the timestamp prefix, reused
 }
 
 // reset forgets a line left unfinished at the end of a rotated file.
@@ -487,7 +490,7 @@ func (p *criParser) parse() error {
 			continue
 		}
 		if !p.partial {
-			if _, err := p.out.Write([]byte{'\n'}); err != nil {
+			if _, err := p.out.Write(p.newline[:]); err != nil {
 				return err
 			}
 		}
@@ -539,7 +542,8 @@ func (p *criParser) header(data []byte) (ok bool, err error) {
 	skip := ts.Before(p.opts.Since)
 	p.startLine(skip, string(tag) == "P")
 	if !skip && p.opts.Timestamps && p.lineStart {
-		if _, err := p.out.Write([]byte(ts.Format(time.RFC3339Nano) + " ")); err != nil {
+		p.stamp = append(ts.AppendFormat(p.stamp[:0], time.RFC3339Nano), ' ')
+		if _, err := p.out.Write(p.stamp); err != nil {
 			return true, err
 		}
 	}
