@@ -63,8 +63,9 @@
 // (the file renamed and a new one created at the same path, as the
 // kubelet's log manager and the runtime do) is read to the old file's end
 // and then from the new file's start. The stream ends when the client
-// goes, or when the container is seen stopped: at each pause, and every
-// Config.LogStateCheckPeriod (5s on Config.Clock) while it waits. Rotated
+// goes, or when the container is seen stopped: at the first pause, and
+// every Config.LogStateCheckPeriod (5s on Config.Clock) while it waits,
+// so that a chatty container does not cost a runtime call per write. Rotated
 // files (N.log.<time>, .gz) are not read, as the kubelet does not read
 // them either.
 //

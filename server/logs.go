@@ -291,6 +291,7 @@ func (s *Server) copyLog(ctx context.Context, f *os.File, path string, opts LogO
 	}
 	p := &criParser{out: &limitWriter{w: w, n: limit}, opts: opts, buf: make([]byte, logBufferSize), lineStart: true, newline: [1]byte{'\n'}}
 	var watcher *fsnotify.Watcher
+	checked := false
 	defer func() {
 		if watcher != nil {
 			_ = watcher.Close()
@@ -314,16 +315,23 @@ func (s *Server) copyLog(ctx context.Context, f *os.File, path string, opts LogO
 			}
 			continue // read what was written before the watch began
 		}
-		if !running(ctx) {
+		// The runtime is asked whether the container runs once at the
+		// first pause (a stopped container's log ends at once), then every
+		// LogStateCheckPeriod while waiting, not at each write.
+		stopped := !checked && !running(ctx)
+		checked = true
+		var rotated bool
+		if !stopped {
+			if rotated, stopped, err = s.waitLog(ctx, watcher, path, running); err != nil {
+				return err
+			}
+		}
+		if stopped {
 			err := p.readAll(f) // what it wrote before it stopped
 			_ = w.Flush()
 			if errors.Is(err, errLimit) {
 				return nil
 			}
-			return err
-		}
-		rotated, err := s.waitLog(ctx, watcher, path, running)
-		if err != nil {
 			return err
 		}
 		if rotated && !replaced(f, path) {
@@ -365,37 +373,38 @@ func replaced(f *os.File, path string) bool {
 }
 
 // waitLog waits for the log at path to grow or be replaced (rotated
-// true), for ctx to end (an error), or for the state check period on the
-// clock to pass with the container stopped (io.EOF).
-func (s *Server) waitLog(ctx context.Context, watcher *fsnotify.Watcher, path string, running func(context.Context) bool) (rotated bool, err error) {
+// true), for ctx to end (an error), or for a state check, every
+// LogStateCheckPeriod on the clock, to find the container stopped
+// (stopped true).
+func (s *Server) waitLog(ctx context.Context, watcher *fsnotify.Watcher, path string, running func(context.Context) bool) (rotated, stopped bool, err error) {
 	t := s.cfg.Clock.NewTicker(s.cfg.LogStateCheckPeriod)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return false, false, ctx.Err()
 		case ev, ok := <-watcher.Events:
 			if !ok {
-				return false, errors.New("the log watch ended")
+				return false, false, errors.New("the log watch ended")
 			}
 			if filepath.Clean(ev.Name) != filepath.Clean(path) {
 				continue
 			}
 			if ev.Has(fsnotify.Write) {
-				return false, nil
+				return false, false, nil
 			}
 			if ev.Has(fsnotify.Create) || ev.Has(fsnotify.Rename) || ev.Has(fsnotify.Remove) {
-				return true, nil
+				return true, false, nil
 			}
 		case err, ok := <-watcher.Errors:
 			if !ok {
-				return false, errors.New("the log watch ended")
+				return false, false, errors.New("the log watch ended")
 			}
 			s.cfg.Logger.V(2).Info("log watch error", "path", path, "err", err)
-			return false, nil // read again; nothing is lost
+			return false, false, nil // read again; nothing is lost
 		case <-t.C():
 			if !running(ctx) {
-				return false, nil // the caller sees it stopped and drains
+				return false, true, nil
 			}
 		}
 	}

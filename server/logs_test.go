@@ -256,6 +256,11 @@ func TestContainerLogsFollow(t *testing.T) {
 	if l := lr.next(); l != "first of the new file\n" {
 		t.Fatalf("line %q, want the new file's first", l)
 	}
+	// The lines were followed without asking the runtime at each write:
+	// once for the request and once at the first pause.
+	if n := node.statusCalls(); n > 2 {
+		t.Errorf("the runtime was asked for the pod's status %d times, want 2", n)
+	}
 	node.setState("uid-1", runtime.ContainerStateExited)
 	appendTo(t, path, criLine(4, "stdout", "F", "written as it stopped"))
 	if l := lr.next(); l != "written as it stopped\n" {

@@ -25,6 +25,7 @@ type fakeNode struct {
 	pods     []*v1.Pod
 	statuses map[types.UID]*runtime.PodStatus
 	running  []*runtime.Pod
+	asked    int // GetPodStatus calls
 }
 
 func newFakeNode() *fakeNode { return &fakeNode{statuses: map[types.UID]*runtime.PodStatus{}} }
@@ -67,6 +68,7 @@ func (f *fakeNode) GetPods(context.Context, bool) ([]*runtime.Pod, error) {
 func (f *fakeNode) GetPodStatus(_ context.Context, uid types.UID, _, _ string) (*runtime.PodStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.asked++
 	st, ok := f.statuses[uid]
 	if !ok {
 		return nil, errors.New("no such pod")
@@ -78,4 +80,10 @@ func (f *fakeNode) GetPodStatus(_ context.Context, uid types.UID, _, _ string) (
 		c.ContainerStatuses = append(c.ContainerStatuses, &cc)
 	}
 	return &c, nil
+}
+
+func (f *fakeNode) statusCalls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.asked
 }
