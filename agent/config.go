@@ -143,13 +143,13 @@ type Config struct {
 	// Default 1m, the kubelet's.
 	ContainerGCPeriod time.Duration
 
-	// Listen is the HTTP address of /healthz, /pods and /metrics
-	// ("127.0.0.1:10255"). Empty: no server (Handler still serves them).
+	// Listen is the address of the node server (Handler: /healthz,
+	// /pods, /metrics, /containerLogs, /exec...) ("127.0.0.1:10255"). Empty: no server (Handler still serves them).
 	Listen string
 	// HTTP bounds the server on Listen: timeouts, header and body sizes.
 	HTTP HTTPConfig
 	// Server configures the node server's TLS, authentication,
-	// authorization and /configz.
+	// authorization, /configz and stats.
 	Server ServerConfig
 	// Registry receives the agent's metrics and is served on /metrics.
 	// Default: a private registry (never the global one).
