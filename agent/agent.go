@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"sync"
-	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +19,7 @@ import (
 	"github.com/nodekit/nodekit/probes"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/server"
 	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/syncloop"
 	"github.com/nodekit/nodekit/volumes"
@@ -41,6 +40,7 @@ type Agent struct {
 	volumes Volumes
 	loop    *syncloop.Loop
 	metrics *metrics
+	server  *server.Server
 
 	ready     chan struct{} // closed once the HTTP listener is up, or will never be
 	readyOnce sync.Once
@@ -162,6 +162,9 @@ func New(cfg Config) (*Agent, error) {
 	if a.metrics, err = newMetrics(cfg.Registry, a); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	if a.server, err = a.newServer(); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
 	return a, nil
 }
 
@@ -177,19 +180,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			return fmt.Errorf("agent: %w", err) // "listen tcp ADDR: bind: ..."
 		}
 		a.addr = lis.Addr().String()
-		srv := newHTTPServer(a.Handler(), a.cfg.HTTP)
-		g.Go(func() error {
-			if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return fmt.Errorf("agent: serve: %w", err)
-			}
-			return nil
-		})
-		g.Go(func() error {
-			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			return srv.Shutdown(sctx)
-		})
+		g.Go(func() error { return a.server.Serve(ctx, lis, a.cfg.Server.TLS) })
 	}
 	a.markReady()
 	// In dependency order: the runtime answers, the status manager and

@@ -143,11 +143,14 @@ type Config struct {
 	// Default 1m, the kubelet's.
 	ContainerGCPeriod time.Duration
 
-	// Listen is the HTTP address of /healthz, /pods and /metrics
-	// ("127.0.0.1:10255"). Empty: no server (Handler still serves them).
+	// Listen is the address of the node server (Handler: /healthz,
+	// /pods, /metrics, /containerLogs, /exec...) ("127.0.0.1:10255"). Empty: no server (Handler still serves them).
 	Listen string
 	// HTTP bounds the server on Listen: timeouts, header and body sizes.
 	HTTP HTTPConfig
+	// Server configures the node server's TLS, authentication,
+	// authorization, /configz and stats.
+	Server ServerConfig
 	// Registry receives the agent's metrics and is served on /metrics.
 	// Default: a private registry (never the global one).
 	Registry *prometheus.Registry
@@ -232,7 +235,8 @@ type HTTPConfig struct {
 	// Default 30s.
 	ReadTimeout time.Duration
 	// WriteTimeout is how long a response may take, from the end of the
-	// request's headers. No endpoint streams. Default 1m.
+	// request's headers; a followed log and exec, attach and port-forward
+	// streams are exempt. Default 1m.
 	WriteTimeout time.Duration
 	// IdleTimeout is how long a keep-alive connection may wait for its
 	// next request before the server closes it. Default 90s, the

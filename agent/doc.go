@@ -67,11 +67,16 @@
 //     and the runtime keeps the kubelet's labels, so nothing is created
 //     twice or restarted.
 //
-// Handler serves /healthz (runtime ready and PLEG current), /pods (a
-// v1.PodList with statuses, as the kubelet's /pods) and /metrics; with
-// Config.Listen set, Run serves them itself. Each path answers GET and
-// HEAD only (other methods get 405 with an Allow header) and refuses a
-// request body over Config.HTTP.MaxBodyBytes (413). The server on
+// Handler is the node server of package server over the agent: /healthz
+// (runtime ready and PLEG current), /pods (a v1.PodList with statuses, as
+// the kubelet's /pods), /metrics, /runningpods/, /configz, /containerLogs,
+// /stats/summary and /metrics/resource (server.CRIStats over
+// Config.RuntimeService), and /exec, /attach and /portForward through the
+// CRI's streaming server; with Config.Listen set, Run serves them itself,
+// over TLS and behind authentication when Config.Server says so. The
+// read-only paths answer GET and HEAD only (other methods get 405 with an
+// Allow header); a request body over Config.HTTP.MaxBodyBytes is refused
+// (413). The server on
 // Config.Listen is bounded by Config.HTTP: read-header, read, write and
 // idle timeouts (10s, 30s, 1m, 90s) and a header limit (64 KiB, 431
 // beyond). When Run cannot listen it returns the error, which names the

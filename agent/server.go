@@ -1,77 +1,95 @@
 package agent
 
 import (
-	"encoding/json"
-	"errors"
-	"io"
+	"crypto/tls"
 	"net/http"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekit/nodekit/server"
 )
 
-// Handler serves /healthz ("ok", or 500 with the reason), /pods (a
-// v1.PodList) and /metrics (Prometheus text from the agent's registry).
-// Each path answers GET and HEAD; other methods get 405 with an Allow
-// header, and a request body over Config.HTTP.MaxBodyBytes gets 413.
-func (a *Agent) Handler() http.Handler {
-	mux := http.NewServeMux()
-	// A "GET" pattern also matches HEAD; the mux answers other methods
-	// 405 with "Allow: GET, HEAD".
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := a.Healthy(); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		_, _ = w.Write([]byte("ok"))
-	})
-	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, _ *http.Request) {
-		list := v1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}}
-		for _, p := range a.Pods() {
-			list.Items = append(list.Items, *p)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(&list)
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.cfg.Registry, promhttp.HandlerOpts{}))
-	return limitBody(a.cfg.HTTP.MaxBodyBytes, mux)
+// ServerConfig configures the node server the agent serves on
+// Config.Listen and through Handler: the kubelet's API of package server.
+// The zero value serves plain HTTP to everyone, for a loopback address.
+type ServerConfig struct {
+	// TLS, when set, makes the server on Config.Listen speak HTTPS
+	// (server.TLSConfig builds one from certificate files, or a
+	// self-signed certificate for the node's names). Default: plain HTTP.
+	TLS *tls.Config
+	// Authenticator and Authorizer check every request, with the
+	// kubelet's answers (401, 403); see server.Config. Default: none.
+	Authenticator server.Authenticator
+	Authorizer    server.Authorizer
+	// Configz returns the configuration served on /configz. Default:
+	// none, and /configz answers 404.
+	Configz func() (any, error)
+	// Stats serves /stats/summary and /metrics/resource. Default:
+	// server.CRIStats over Config.RuntimeService and the node's /proc;
+	// none (503) without a RuntimeService.
+	Stats server.StatsProvider
 }
 
-// limitBody answers 413 to a request whose body is over max bytes, before
-// next sees it; a body within the limit is read and dropped (no endpoint
-// takes one), so a chunked body cannot slip past the limit either.
-func limitBody(max int64, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > max {
-			w.Header().Set("Connection", "close")
-			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-			return
+// Handler serves the node's HTTP API (package server): /healthz ("ok",
+// or 500 with the reason), /pods (a v1.PodList), /metrics (Prometheus
+// text from the agent's registry), /runningpods/, /configz,
+// /containerLogs, /stats/summary and /metrics/resource, and /exec,
+// /attach and /portForward through Config.RuntimeService. Each read-only path answers GET and HEAD; other
+// methods get 405 with an Allow header, and a request body over
+// Config.HTTP.MaxBodyBytes gets 413. With Config.Server's Authenticator
+// set, every request is authenticated and authorized first.
+func (a *Agent) Handler() http.Handler { return a.server.Handler() }
+
+// PodByName returns the spec of the pod namespace/name the agent runs
+// (without its status), for the node server's lookups: it copies that
+// pod only, where Pods copies every pod. Safe for concurrent use.
+func (a *Agent) PodByName(namespace, name string) (*v1.Pod, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range a.pods {
+		if p.Namespace == namespace && p.Name == name {
+			return p.DeepCopy(), true
 		}
-		if r.Body != nil && r.Body != http.NoBody {
-			_, err := io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, max))
-			if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
-				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-				return
-			}
-			if err != nil {
-				http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
-				return
-			}
+	}
+	return nil, false
+}
+
+var _ server.PodGetter = (*Agent)(nil)
+
+// newServer builds the node server over the agent: its pods, its runtime,
+// and the CRI service for streaming.
+func (a *Agent) newServer() (*server.Server, error) {
+	cfg := server.Config{
+		NodeName:      a.cfg.NodeName,
+		Pods:          a,
+		Runtime:       a.rt,
+		Healthy:       a.Healthy,
+		Metrics:       a.cfg.Registry,
+		Configz:       a.cfg.Server.Configz,
+		Authenticator: a.cfg.Server.Authenticator,
+		Authorizer:    a.cfg.Server.Authorizer,
+		HTTP:          server.HTTPConfig(a.cfg.HTTP),
+		Clock:         a.cfg.Clock,
+		Logger:        a.cfg.Logger.WithName("server"),
+	}
+	if a.cfg.RuntimeService != nil {
+		cfg.Streaming = a.cfg.RuntimeService
+	}
+	cfg.Stats = a.cfg.Server.Stats
+	if cfg.Stats == nil && a.cfg.RuntimeService != nil {
+		stats, err := server.NewCRIStats(server.CRIStatsConfig{
+			NodeName: a.cfg.NodeName, Runtime: a.cfg.RuntimeService, Images: a.cfg.ImageService, Clock: a.cfg.Clock,
+		})
+		if err != nil {
+			return nil, err
 		}
-		next.ServeHTTP(w, r)
-	})
+		cfg.Stats = stats
+	}
+	return server.New(cfg)
 }
 
 // newHTTPServer returns the server Run starts on Config.Listen, bounded by
 // cfg.
 func newHTTPServer(h http.Handler, cfg HTTPConfig) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-		ReadTimeout:       cfg.ReadTimeout,
-		WriteTimeout:      cfg.WriteTimeout,
-		IdleTimeout:       cfg.IdleTimeout,
-		MaxHeaderBytes:    cfg.MaxHeaderBytes,
-	}
+	return server.NewHTTPServer(h, server.HTTPConfig(cfg))
 }

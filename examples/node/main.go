@@ -29,8 +29,17 @@
 //	nodeStatusReportFrequency  status report without change (5m, or
 //	                           nodeStatusUpdateFrequency when only that is set)
 //	nodeLeaseDurationSeconds   the Lease's duration (40), renewed every quarter of it
-//	address, port              the agent's HTTP server of /healthz, /pods and /metrics
-//	                           (127.0.0.1 and 10250; see below), and the Node's daemon port
+//	address, port              the node server (package server: /healthz, /pods, /metrics,
+//	                           /containerLogs, /exec...) (127.0.0.1 and 10250; see
+//	                           below), and the Node's daemon port
+//	tlsCertFile, tlsPrivateKeyFile  the server's certificate (HTTPS; with neither, and
+//	                           a clientCAFile, a self-signed one for the node's names)
+//	authentication.x509.clientCAFile  client certificates; setting it or tlsCertFile
+//	                           makes the server HTTPS with authentication
+//	authentication.anonymous.enabled  requests without credentials (false)
+//	authorization.mode         AlwaysAllow, or Webhook (the default), which this
+//	                           command does not ask yet: every authenticated client
+//	                           but system:anonymous is allowed
 //	containerRuntimeEndpoint   the CRI socket (unix:///run/containerd/containerd.sock)
 //	podLogsDir                 container logs (/var/log/pods)
 //	registerWithTaints         taints of a newly registered Node (none)
@@ -39,14 +48,15 @@
 //	clusterDNS, clusterDomain, resolvConf  the pods' DNS (none, none,
 //	                           /etc/resolv.conf; "" for none)
 //
-// Every other field is accepted and ignored: authentication,
-// authorization and TLS (the agent's server is plain HTTP without
-// authentication, which is why address defaults to 127.0.0.1 rather than
-// the kubelet's 0.0.0.0), readOnlyPort, healthz*, cgroup and QoS
-// settings, eviction*, image garbage collection, featureGates, logging,
-// registerNode (the node always registers), serializeImagePulls and the
-// rest. Exec, logs, port-forward and attach are not served; the node's
-// identity is used as is (no certificate bootstrap or rotation).
+// Every other field is accepted and ignored: bearer tokens
+// (authentication.webhook: no TokenReview yet), readOnlyPort, healthz*,
+// cgroup and QoS settings, eviction*, image garbage collection,
+// featureGates, logging, registerNode (the node always registers),
+// serializeImagePulls and the rest. Without tlsCertFile and
+// clientCAFile the server is plain HTTP without authentication, which is
+// why address defaults to 127.0.0.1 rather than the kubelet's 0.0.0.0.
+// The node's identity is used as is (no certificate bootstrap or
+// rotation).
 //
 // A runtime that is not there yet is waited for, with back-off from 100ms
 // to 5s, logging "waiting for the runtime". On SIGINT, SIGTERM or SIGHUP
@@ -140,6 +150,7 @@ type settings struct {
 	reserved                              v1.ResourceList
 	clusterDNS                            []string
 	clusterDomain, resolvConf             string
+	serving                               serving
 }
 
 // loadConfig reads and strictly decodes the KubeletConfiguration at path
@@ -228,6 +239,11 @@ func loadConfig(path string) (settings, error) {
 	if len(reserved) > 0 {
 		s.reserved = reserved
 	}
+	serving, err := servingOf(&kc, path)
+	if err != nil {
+		return settings{}, err
+	}
+	s.serving = serving
 	return s, nil
 }
 
@@ -322,6 +338,10 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	srvCfg, err := s.serving.agentServer(name, ipStrings, o.clock.Now())
+	if err != nil {
+		return err
+	}
 	a, err := agent.New(agent.Config{
 		NodeName: name, NodeIPs: ipStrings,
 		RuntimeService: rt, ImageService: rt,
@@ -330,7 +350,7 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 		Sources: sources, StatusSink: sink, PodTerminated: deleter.PodTerminated,
 		ResyncInterval: s.sync,
 		Listen:         s.listen,
-		Logger:         log.WithName("agent"),
+		Logger:         log.WithName("agent"), Server: srvCfg,
 	})
 	if err != nil {
 		return err
@@ -356,7 +376,7 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 		return <-agentDone // Run could not listen; its error names the address
 	}
 	go func() { nodeDone <- node.Run(ctx) }()
-	log.Info("node agent running", "node", name, "listen", a.Addr(), "staticPodPath", s.staticPodPath)
+	log.Info("node agent running", "node", name, "listen", a.Addr(), "https", s.serving.secure(), "staticPodPath", s.staticPodPath)
 	// The first to end (an error, or ctx) ends the other.
 	var errA, errN error
 	select {

@@ -5,9 +5,12 @@
 //	go run ./examples/standalone --manifests examples/standalone/manifests
 //	go run ./examples/standalone --runtime-endpoint unix:///run/containerd/containerd.sock
 //
-// It serves /healthz, /pods (a v1.PodList with statuses, as the kubelet's
-// /pods) and /metrics on --listen, GET and HEAD only, with the agent's
-// timeouts and size limits (see package agent). An address it cannot
+// It serves the node server (package server) on --listen: /healthz, /pods
+// (a v1.PodList with statuses, as the kubelet's /pods), /metrics,
+// /containerLogs, /stats/summary, /exec, /attach, /portForward and the
+// rest, plain HTTP without authentication, with the agent's timeouts and
+// size limits (see package agent). On fakecri, exec of cat and attach
+// echo stdin, and forwarded ports echo. An address it cannot
 // listen on ends it at once with status 1 and an error naming the address
 // ("listen tcp 127.0.0.1:10255: bind: address already in use").
 //
@@ -71,7 +74,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.manifests, "manifests", "examples/standalone/manifests", "directory of pod manifests (YAML or JSON, one pod per file)")
 	flag.StringVar(&o.endpoint, "runtime-endpoint", "", "CRI socket (unix:///path); empty runs the built-in fakecri")
-	flag.StringVar(&o.listen, "listen", DefaultListen, "address of /healthz, /pods and /metrics")
+	flag.StringVar(&o.listen, "listen", DefaultListen, "address of the node server (/healthz, /pods, /metrics, /containerLogs, /exec...)")
 	flag.StringVar(&o.nodeName, "node-name", "", "node name (default: the host name)")
 	flag.StringVar(&o.logsDir, "pod-logs-dir", "", "pod log directory (default: /var/log/pods on a real runtime, a temporary directory on fakecri)")
 	flag.StringVar(&o.podsDir, "pods-dir", "", "per-pod state directory (default: /var/lib/nodekit/pods on a real runtime, a temporary directory on fakecri)")
@@ -120,6 +123,21 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 			return err
 		}
 		cfg.RuntimeService, cfg.ImageService = fake, fake
+		// fakecri's streaming server, for the node server's exec, attach
+		// and port-forward, on a loopback port of its own.
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		streamer, err := fake.NewStreamingServer(lis)
+		if err != nil {
+			lis.Close()
+			return err
+		}
+		streamCtx, stopStreaming := context.WithCancel(ctx)
+		streamDone := make(chan error, 1)
+		go func() { streamDone <- streamer.Run(streamCtx) }()
+		defer func() { stopStreaming(); <-streamDone }()
 		if o.logsDir == "" {
 			dir, err := os.MkdirTemp("", "nodekit-standalone-")
 			if err != nil {

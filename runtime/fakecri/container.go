@@ -450,17 +450,6 @@ func (r *Runtime) ReopenContainerLog(_ context.Context, id string) error {
 	return nil
 }
 
-// Exec implements RuntimeService: fakecri serves no streaming endpoints,
-// so it returns Unimplemented. Use ExecSync.
-func (r *Runtime) Exec(context.Context, *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
-	return nil, errorf(codes.Unimplemented, "fakecri does not serve streaming requests (exec); use ExecSync")
-}
-
-// Attach implements RuntimeService: Unimplemented, as Exec.
-func (r *Runtime) Attach(context.Context, *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
-	return nil, errorf(codes.Unimplemented, "fakecri does not serve streaming requests (attach)")
-}
-
 // CheckpointContainer implements RuntimeService: Unimplemented.
 func (r *Runtime) CheckpointContainer(context.Context, *runtimeapi.CheckpointContainerRequest) error {
 	return errorf(codes.Unimplemented, "fakecri does not checkpoint containers")

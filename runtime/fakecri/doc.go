@@ -65,9 +65,12 @@
 //
 // No processes, filesystems, namespaces or networks exist: commands are
 // not interpreted (ExecSync knows only its script and the built-ins echo,
-// true, false and env), and the streaming calls Exec, Attach and
-// PortForward return Unimplemented (crictl exec works with --sync).
-// Checkpoint and restore return Unimplemented.
+// true, false and env). The streaming calls Exec, Attach and PortForward
+// return Unimplemented unless a streaming server runs
+// (NewStreamingServer, then its Run, serving k8s.io/cri-streaming's SPDY
+// sessions on a listener): exec of "cat" echoes stdin, other commands
+// answer their ExecSync script, attach echoes stdin, and every forwarded
+// port is an echo. Checkpoint and restore return Unimplemented.
 //
 // # Usage
 //

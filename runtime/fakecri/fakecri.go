@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"k8s.io/cri-streaming/pkg/streaming"
 	"net/netip"
 	"strings"
 	"sync"
@@ -61,8 +62,9 @@ type Runtime struct {
 	calls      []string
 	runtimeCfg *runtimeapi.RuntimeConfig
 	scripts    []script
-	firing     time.Time // set while a timer callback runs
-	lastStamp  int64     // the latest creation stamp handed out
+	firing     time.Time        // set while a timer callback runs
+	lastStamp  int64            // the latest creation stamp handed out
+	streaming  streaming.Server // set from NewStreamingServer to the end of its Run
 }
 
 var (

@@ -274,12 +274,6 @@ func (r *Runtime) UpdatePodSandboxResources(_ context.Context, req *runtimeapi.U
 	return &runtimeapi.UpdatePodSandboxResourcesResponse{}, nil
 }
 
-// PortForward implements RuntimeService: fakecri serves no streaming
-// endpoints, so it returns Unimplemented.
-func (r *Runtime) PortForward(context.Context, *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
-	return nil, errorf(codes.Unimplemented, "fakecri does not serve streaming requests (port-forward)")
-}
-
 // CheckpointPod implements RuntimeService: Unimplemented.
 func (r *Runtime) CheckpointPod(context.Context, *runtimeapi.CheckpointPodRequest) error {
 	return errorf(codes.Unimplemented, "fakecri does not checkpoint pods")
