@@ -139,7 +139,7 @@ func NewEvented(cfg EventedConfig) (*Evented, error) {
 		return nil, err
 	}
 	cfg.Config = g.cfg
-	return &Evented{cfg: cfg, generic: g, queue: newPodQueue(), retries: map[types.UID]*retry{},
+	return &Evented{cfg: cfg, generic: g, queue: newPodQueue(cfg.Cache), retries: map[types.UID]*retry{},
 		cooling: map[types.UID]time.Time{}, deferred: map[types.UID]podRef{}}, nil
 }
 
@@ -154,8 +154,9 @@ func (e *Evented) Healthy() error {
 	return e.generic.Healthy()
 }
 
-// Streaming reports whether the event stream is up: it has stood for a
-// moment (or delivered an event) and the relist that follows is done.
+// Streaming reports whether the event stream is up: the runtime
+// accepted the subscription and did not refuse it for a moment (or
+// delivered an event), and the relist that follows is done.
 func (e *Evented) Streaming() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -170,7 +171,7 @@ func (e *Evented) setStreaming(v bool) {
 
 // Run implements Generator.
 func (e *Evented) Run(ctx context.Context) error {
-	e.generic.Relist(ctx)
+	e.relist(ctx)
 	for {
 		err := e.stream(ctx)
 		e.setStreaming(false)
@@ -185,18 +186,40 @@ func (e *Evented) Run(ctx context.Context) error {
 	}
 }
 
+// relist relists the runtime once, and retries the pods whose
+// inspection failed with the evented back-off, as a failure of a
+// stream-driven inspection is.
+func (e *Evented) relist(ctx context.Context) {
+	for uid, in := range e.generic.relist(ctx) {
+		if in.failed {
+			if ctx.Err() == nil {
+				e.backOff(uid, in.ref)
+			}
+		} else {
+			delete(e.retries, uid)
+		}
+	}
+}
+
+// backOff schedules the next inspection of a pod whose inspection
+// failed: InspectBackOff after the first failure, doubling up to
+// InspectBackOffMax.
+func (e *Evented) backOff(uid types.UID, ref podRef) {
+	r := e.retries[uid]
+	if r == nil {
+		r = &retry{ref: ref, delay: e.cfg.InspectBackOff}
+		e.retries[uid] = r
+	} else {
+		r.delay = min(2*r.delay, e.cfg.InspectBackOffMax)
+	}
+	r.due = e.cfg.Clock.Now().Add(r.delay)
+}
+
 // handOver gives the pods still queued or awaiting a retry to the
 // relists, which inspect them at the next pass, now that the stream is
-// down.
+// down. Their pending marks go: the next relist's timestamp covers them.
 func (e *Evented) handOver() {
-	var uids []types.UID
-	for {
-		uid, _, ok := e.queue.take()
-		if !ok {
-			break
-		}
-		uids = append(uids, uid)
-	}
+	uids := e.queue.drain()
 	for uid := range e.retries {
 		uids = append(uids, uid)
 		delete(e.retries, uid)
@@ -216,7 +239,7 @@ func (e *Evented) relistFor(ctx context.Context, d time.Duration) bool {
 	tick := e.cfg.Clock.NewTicker(e.cfg.RelistPeriod)
 	defer tick.Stop()
 	for {
-		e.generic.Relist(ctx)
+		e.relist(ctx)
 		select {
 		case <-ctx.Done():
 			return false
@@ -228,12 +251,21 @@ func (e *Evented) relistFor(ctx context.Context, d time.Duration) bool {
 }
 
 // read moves the stream's events into the pod queue until the streamer
-// has returned (streamed closed). It never blocks on the inspector, and
-// once ctx ends it drains and drops what the streamer still sends, so a
-// streamer that sends without watching its context cannot block
-// shutdown.
-func (e *Evented) read(ctx context.Context, ch <-chan *runtimeapi.ContainerEventResponse, streamed <-chan struct{}) {
+// has returned (streamed closed), marking each pod pending in the cache
+// as its event arrives. It never blocks on the inspector, and once ctx
+// ends it drains and drops what the streamer still sends, so a streamer
+// that sends without watching its context cannot block shutdown.
+//
+// It also turns the one-second tick: while streaming it moves the
+// cache's global timestamp to now, which is safe for every pod because
+// every event received so far has marked its pod, and it tells the
+// inspector (ticked). Events and ticks are taken in turn on this one
+// goroutine, so no event received before a tick is left unmarked by it.
+func (e *Evented) read(ctx context.Context, ch <-chan *runtimeapi.ContainerEventResponse, streamed <-chan struct{}, tick <-chan time.Time, ticked chan<- struct{}) {
 	for {
+		// Read before the event, so that its arrival is never stamped
+		// later than it was received.
+		now := e.cfg.Clock.Now()
 		select {
 		case <-streamed:
 			return
@@ -246,54 +278,63 @@ func (e *Evented) read(ctx context.Context, ch <-chan *runtimeapi.ContainerEvent
 				continue
 			}
 			// Copies, so that nothing of the event stays reachable.
-			e.queue.add(types.UID(strings.Clone(m.GetUid())), podRef{strings.Clone(m.GetName()), strings.Clone(m.GetNamespace())})
+			e.queue.add(types.UID(strings.Clone(m.GetUid())), podRef{strings.Clone(m.GetName()), strings.Clone(m.GetNamespace())}, now, true)
+		case <-tick:
+			if e.Streaming() {
+				e.cfg.Cache.UpdateTime(e.cfg.Clock.Now())
+			}
+			select {
+			case ticked <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
+
+// settleTime: a stream the runtime accepted counts as up once it was not
+// refused for this long, or once it delivered an event. Over gRPC the
+// subscription is sent before the runtime answers, and a runtime without
+// the stream refuses it within a round trip.
+const settleTime = 100 * time.Millisecond
 
 // stream consumes the event stream until it fails or ctx ends.
 func (e *Evented) stream(ctx context.Context) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ch := make(chan *runtimeapi.ContainerEventResponse, streamBuffer)
+	// Unbuffered: an event counts as received once the reader has it.
+	ch := make(chan *runtimeapi.ContainerEventResponse)
 	errc := make(chan error, 1)
 	streamed := make(chan struct{})
+	established := make(chan struct{})
+	var once sync.Once
+	onEstablished := func(runtimeapi.RuntimeService_GetContainerEventsClient) { once.Do(func() { close(established) }) }
+	tick := e.cfg.Clock.NewTicker(time.Second)
+	defer tick.Stop()
+	ticked := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		defer close(streamed)
-		errc <- e.cfg.Streamer.GetContainerEvents(sctx, ch, nil)
+		errc <- e.cfg.Streamer.GetContainerEvents(sctx, ch, onEstablished)
 	}()
 	go func() {
 		defer wg.Done()
-		e.read(sctx, ch, streamed)
+		e.read(sctx, ch, streamed, tick.C(), ticked)
 	}()
 	defer wg.Wait()
 	defer cancel()
 
-	tick := e.cfg.Clock.NewTicker(time.Second)
-	defer tick.Stop()
-	safety := e.cfg.Clock.NewTicker(e.cfg.SafetyRelistPeriod)
-	defer safety.Stop()
-
-	// The stream counts as up once it has not failed for a moment, or
-	// once it delivered an event.
-	settle := e.cfg.Clock.NewTimer(100 * time.Millisecond)
-	defer settle.Stop()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("pleg: container events: %w", err)
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-e.queue.ready:
-		e.queue.signal() // put it back for the loop below
-	case <-settle.C():
+	if err := e.establish(ctx, errc, established); err != nil {
+		return err
 	}
-	// Relist once now the stream is up, to catch what happened before.
-	e.generic.Relist(ctx)
+	// Relist once now the subscription stands, to catch what happened
+	// before it; what happens from now on comes as events.
+	e.relist(ctx)
 	e.setStreaming(true)
 
+	safety := e.cfg.Clock.NewTicker(e.cfg.SafetyRelistPeriod)
+	defer safety.Stop()
 	for {
 		select {
 		case err := <-errc:
@@ -305,7 +346,7 @@ func (e *Evented) stream(ctx context.Context) error {
 			// by a long queue.
 			if uid, ref, ok := e.queue.take(); ok {
 				if until, cool := e.cooling[uid]; cool && until.After(e.cfg.Clock.Now()) {
-					e.deferred[uid] = ref
+					e.deferred[uid] = ref // its events stay pending
 				} else {
 					e.inspect(ctx, uid, ref)
 				}
@@ -313,17 +354,50 @@ func (e *Evented) stream(ctx context.Context) error {
 			if e.queue.len() > 0 {
 				e.queue.signal()
 			}
-		case <-tick.C():
+		case <-ticked:
 			e.queueDueRetries()
 			e.generic.touch()
-			// Nothing pending or held back: every pod's entry is current.
-			if e.queue.len() == 0 && len(e.deferred) == 0 {
-				e.cfg.Cache.UpdateTime(e.cfg.Clock.Now())
-			}
 		case <-safety.C():
-			e.generic.Relist(ctx)
+			e.relist(ctx)
 		}
 	}
+}
+
+// establish waits until the runtime has accepted the subscription (the
+// streamer reported it established, or an event came) and has not
+// refused it for settleTime. Meanwhile it relists every RelistPeriod, as
+// without a stream. It returns the stream's error, or ctx's.
+func (e *Evented) establish(ctx context.Context, errc <-chan error, established <-chan struct{}) error {
+	relists := e.cfg.Clock.NewTicker(e.cfg.RelistPeriod)
+	defer relists.Stop()
+wait:
+	for {
+		select {
+		case err := <-errc:
+			return fmt.Errorf("pleg: container events: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-established:
+			break wait
+		case <-e.queue.ready:
+			e.queue.signal() // put it back for the inspector
+			return nil
+		case <-relists.C():
+			e.relist(ctx)
+		}
+	}
+	settle := e.cfg.Clock.NewTimer(settleTime)
+	defer settle.Stop()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("pleg: container events: %w", err)
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-e.queue.ready:
+		e.queue.signal()
+	case <-settle.C():
+	}
+	return nil
 }
 
 // queueDueRetries queues the pods whose retry is due, and the deferred
@@ -332,7 +406,7 @@ func (e *Evented) queueDueRetries() {
 	now := e.cfg.Clock.Now()
 	for uid, r := range e.retries {
 		if !r.due.After(now) {
-			e.queue.add(uid, r.ref)
+			e.queue.add(uid, r.ref, now, false)
 		}
 	}
 	for uid, until := range e.cooling {
@@ -342,19 +416,20 @@ func (e *Evented) queueDueRetries() {
 		delete(e.cooling, uid)
 		if ref, ok := e.deferred[uid]; ok {
 			delete(e.deferred, uid)
-			e.queue.add(uid, ref)
+			e.queue.add(uid, ref, now, false)
 		}
 	}
 }
 
-// inspect observes one pod: it updates the cache and emits an event for
-// each container or sandbox whose state differs from the pod's previous
-// cached status. A failed inspection leaves the error in the cache and
-// schedules a retry with back-off; a pod with nothing left in the
-// runtime is forgotten.
+// inspect observes one pod: it updates the cache and the pod's record,
+// and emits an event for each container or sandbox whose state differs
+// from the record (what the last relist or inspection saw). A failed
+// inspection leaves the error in the cache beside the last status, keeps
+// the record, and schedules a retry with back-off; a pod with nothing
+// left in the runtime is forgotten.
 func (e *Evented) inspect(ctx context.Context, uid types.UID, ref podRef) {
+	e.queue.begin(uid)
 	start := e.cfg.Clock.Now()
-	prev, _ := e.cfg.Cache.Get(uid)
 	status, err := e.cfg.Runtime.GetPodStatus(ctx, uid, ref.name, ref.namespace)
 	if took := e.cfg.Clock.Since(start); err == nil && took >= coolMin {
 		e.cooling[uid] = e.cfg.Clock.Now().Add(min(coolFactor*took, coolMax))
@@ -366,25 +441,16 @@ func (e *Evented) inspect(ctx context.Context, uid types.UID, ref podRef) {
 			return
 		}
 		e.cfg.Logger.Error(err, "inspecting pod", "pod", ref.namespace+"/"+ref.name, "podUID", uid)
-		r := e.retries[uid]
-		if r == nil {
-			r = &retry{ref: ref, delay: e.cfg.InspectBackOff}
-			e.retries[uid] = r
-		} else {
-			r.delay = min(2*r.delay, e.cfg.InspectBackOffMax)
-		}
-		r.due = e.cfg.Clock.Now().Add(r.delay)
-		e.cfg.Cache.Set(uid, status, err, start)
+		e.backOff(uid, ref)
+		e.queue.finish(uid, func(pending time.Time) { e.cfg.Cache.observe(uid, nil, err, start, false, pending) })
+		e.generic.recordFailure(uid, ref)
 		return
 	}
 	delete(e.retries, uid)
 	cur := statesOf(status)
-	if len(cur) == 0 {
-		e.cfg.Cache.Delete(uid)
-	} else {
-		e.cfg.Cache.Set(uid, status, nil, start)
-	}
-	e.generic.send(ctx, diff(uid, statesOf(prev), cur))
+	e.queue.finish(uid, func(pending time.Time) { e.cfg.Cache.observe(uid, status, nil, start, len(cur) == 0, pending) })
+	prev := e.generic.recordInspection(uid, ref, cur)
+	e.generic.send(ctx, diff(uid, prev, cur))
 }
 
 // statesOf returns the state of each container and sandbox of a status,
@@ -415,19 +481,42 @@ func (g *Generic) touch() {
 }
 
 // reinspectAtNextRelist makes the next relist inspect the pods, changed
-// or not.
+// or not. Pods it has no record of are inspected anyway if listed.
 func (g *Generic) reinspectAtNextRelist(uids []types.UID) {
 	if len(uids) == 0 {
 		return
 	}
-	g.relistMu.Lock() // a relist in progress would overwrite the set
-	defer g.relistMu.Unlock()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.reinspect == nil {
-		g.reinspect = map[types.UID]bool{}
-	}
 	for _, uid := range uids {
-		g.reinspect[uid] = true
+		if rec, ok := g.records[uid]; ok {
+			rec.reinspect = true
+			g.records[uid] = rec
+		}
 	}
+}
+
+// recordInspection records what a successful inspection found of a pod
+// (nothing: the pod is forgotten) and returns the states recorded
+// before.
+func (g *Generic) recordInspection(uid types.UID, ref podRef, states map[string]runtime.ContainerState) map[string]runtime.ContainerState {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	prev := g.records[uid].states
+	if len(states) == 0 {
+		delete(g.records, uid)
+	} else {
+		g.records[uid] = podRecord{name: ref.name, namespace: ref.namespace, states: states}
+	}
+	return prev
+}
+
+// recordFailure records that an inspection of the pod failed: the record
+// keeps what was last seen, and the next relist inspects the pod again.
+func (g *Generic) recordFailure(uid types.UID, ref podRef) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	rec := g.records[uid]
+	rec.name, rec.namespace, rec.reinspect = ref.name, ref.namespace, true
+	g.records[uid] = rec
 }

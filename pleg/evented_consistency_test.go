@@ -220,7 +220,7 @@ func TestEventedFailedInspectionKeepsTheLastGoodStatus(t *testing.T) {
 	stream.send(t, "a")
 	rt.nextCall(t, "for the event")
 	waitFor(t, "the cache holds the inspection error", func() bool { _, err := cache.Get("a"); return err != nil })
-	if st, _ := cache.Get("a"); st.FindContainerStatus("c") == nil {
+	if st, _ := cache.Get("a"); st == nil || st.FindContainerStatus("c") == nil {
 		t.Errorf("after a failed inspection the cache lost the last good status: %+v", st)
 	}
 	rt.set(func() { delete(rt.failing, "a") })
