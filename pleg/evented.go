@@ -59,21 +59,26 @@ type EventedConfig struct {
 // Evented generates events from the CRI container event stream: an
 // event queues its pod for inspection (GetPodStatus); the inspection
 // updates the cache and emits an event per container or sandbox whose
-// state differs from the pod's previous cached status, so a change is
-// seen within milliseconds and an idle node costs nothing but a tick a
-// second. It relists at start and every SafetyRelistPeriod; when the
-// stream is refused (Unimplemented) or breaks it falls back to relisting
-// every RelistPeriod and tries the stream again every RetryPeriod.
+// state differs from what was last seen of the pod, so a change is seen
+// within milliseconds and an idle node costs nothing but a tick a
+// second. It relists at start, once the runtime has accepted the stream,
+// and every SafetyRelistPeriod; relists and inspections keep one record
+// per pod. When the stream is refused (Unimplemented) or breaks it falls
+// back to relisting every RelistPeriod and tries the stream again every
+// RetryPeriod.
 //
 // The stream is read on its own goroutine into a queue of pod UIDs: a
 // pod is queued once however many events name it, and the events
 // themselves (each carrying every container's status of its pod) are
 // dropped as soon as read. Memory is bounded by the number of pods, and
-// a slow inspection never holds up the stream. A pod whose inspection
-// fails keeps the error in the cache and is inspected again with
-// back-off until an inspection succeeds or the pod is gone. A pod whose
-// inspection is slow (10 ms or more) waits four times as long before the
-// next one.
+// a slow inspection never holds up the stream. Each event marks its pod
+// pending in the cache until an inspection that began after it is
+// recorded, so the cache's global timestamp, moved every second, never
+// vouches for a pod past an event not yet inspected. A pod whose
+// inspection fails keeps its last good status beside the error in the
+// cache and is inspected again with back-off until an inspection
+// succeeds or the pod is gone. A pod whose inspection is slow (10 ms or
+// more) waits four times as long before the next one.
 type Evented struct {
 	cfg     EventedConfig
 	generic *Generic
