@@ -32,6 +32,9 @@ type Cache struct {
 	// empty: entries that hold no status (a removal, or only a pending
 	// mark), dropped once the global timestamp vouches for them.
 	empty map[types.UID]struct{}
+	// waitHook, when set, is called (with mu held) each time a reader
+	// starts waiting, before it is recorded.
+	waitHook func()
 }
 
 type cacheEntry struct {
@@ -103,6 +106,9 @@ func (c *Cache) GetNewerThan(ctx context.Context, uid types.UID, t time.Time) (*
 	if c.freshLocked(uid, t) {
 		defer c.mu.Unlock()
 		return c.getLocked(uid)
+	}
+	if c.waitHook != nil {
+		c.waitHook()
 	}
 	w := &waiter{after: t, ch: make(chan struct{})}
 	c.waiters[uid] = append(c.waiters[uid], w)
@@ -217,6 +223,22 @@ func (c *Cache) clearPending() {
 	for _, e := range c.pods {
 		e.pending = time.Time{}
 	}
+}
+
+// hookWaits makes the cache call f each time a reader starts waiting,
+// before the reader is recorded; nil stops it. f is called with the
+// cache's lock held: it must not block nor call the cache.
+func (c *Cache) hookWaits(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.waitHook = f
+}
+
+// waiting reports whether a reader is waiting.
+func (c *Cache) waiting() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waiters) > 0
 }
 
 // UpdateTime records that every pod's entry is current as of t, except

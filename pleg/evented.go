@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -50,8 +51,7 @@ type EventedConfig struct {
 	RetryPeriod time.Duration
 	// InspectBackOff is how soon a pod whose inspection failed is
 	// inspected again; the delay doubles at each failure up to
-	// InspectBackOffMax. Defaults 1s and 30s. Retries are due on the
-	// generator's one-second tick, so delays are rounded up to it.
+	// InspectBackOffMax. Defaults 1s and 30s.
 	InspectBackOff    time.Duration
 	InspectBackOffMax time.Duration
 }
@@ -89,13 +89,23 @@ type Evented struct {
 	// cooling: pods whose last inspection took long, not to be inspected
 	// again before the time given.
 	cooling map[types.UID]time.Time
-	// deferred: pods taken from the queue while cooling, queued again on
-	// the tick after their cooling ends.
+	// deferred: pods taken from the queue while cooling, queued again
+	// once their cooling ends.
 	deferred map[types.UID]podRef
 
-	// mu guards streaming.
+	// mu guards streaming and busySince.
 	mu        sync.Mutex
 	streaming bool
+	// busySince: when the inspection or relist under way while streaming
+	// began; zero when the loop waits.
+	busySince time.Time
+
+	// tickMu guards tick.
+	tickMu sync.Mutex
+	// tick, when set, is the armed timer at which the reader moves the
+	// cache's global timestamp; armed says it was set.
+	tick  clock.Timer
+	armed chan struct{}
 }
 
 // coolFactor, coolMin and coolMax: a pod whose successful inspection
@@ -144,7 +154,7 @@ func NewEvented(cfg EventedConfig) (*Evented, error) {
 		return nil, err
 	}
 	cfg.Config = g.cfg
-	return &Evented{cfg: cfg, generic: g, queue: newPodQueue(cfg.Cache), retries: map[types.UID]*retry{},
+	return &Evented{cfg: cfg, generic: g, queue: newPodQueue(cfg.Cache), retries: map[types.UID]*retry{}, armed: make(chan struct{}, 1),
 		cooling: map[types.UID]time.Time{}, deferred: map[types.UID]podRef{}}, nil
 }
 
@@ -152,11 +162,36 @@ func NewEvented(cfg EventedConfig) (*Evented, error) {
 func (e *Evented) Watch() <-chan *Event { return e.generic.Watch() }
 
 // Healthy implements Generator: healthy while the generator's loop
-// turns, by the relisting generator's threshold: while streaming, the
-// loop marks itself current every second; otherwise the fallback relists
-// do. An inspection stuck in the runtime makes it unhealthy either way.
+// turns, by the relisting generator's threshold. While streaming it
+// fails once an inspection or relist has been under way for longer than
+// RelistThreshold; otherwise the fallback relists count, as for Generic.
+// An inspection stuck in the runtime makes it unhealthy either way.
 func (e *Evented) Healthy() error {
-	return e.generic.Healthy()
+	e.mu.Lock()
+	streaming, busy := e.streaming, e.busySince
+	e.mu.Unlock()
+	if !streaming {
+		return e.generic.Healthy()
+	}
+	if busy.IsZero() {
+		return nil
+	}
+	if since := e.cfg.Clock.Since(busy); since > e.cfg.RelistThreshold {
+		return fmt.Errorf("pleg: an inspection has been under way for %v; threshold is %v", since.Round(time.Second), e.cfg.RelistThreshold)
+	}
+	return nil
+}
+
+// busy records that the loop starts (true) or ends (false) a piece of
+// work, for Healthy.
+func (e *Evented) busy(b bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if b {
+		e.busySince = e.cfg.Clock.Now()
+	} else {
+		e.busySince = time.Time{}
+	}
 }
 
 // Streaming reports whether the event stream is up: the runtime
@@ -180,6 +215,8 @@ func (e *Evented) Run(ctx context.Context) error {
 	for {
 		err := e.stream(ctx)
 		e.setStreaming(false)
+		e.busy(false)
+		e.generic.touch() // Healthy counts from the fallback relists now
 		e.handOver()
 		if ctx.Err() != nil {
 			return nil
@@ -261,12 +298,20 @@ func (e *Evented) relistFor(ctx context.Context, d time.Duration) bool {
 // ends it drains and drops what the streamer still sends, so a streamer
 // that sends without watching its context cannot block shutdown.
 //
-// It also turns the one-second tick: while streaming it moves the
-// cache's global timestamp to now, which is safe for every pod because
-// every event received so far has marked its pod, and it tells the
-// inspector (ticked). Events and ticks are taken in turn on this one
-// goroutine, so no event received before a tick is left unmarked by it.
-func (e *Evented) read(ctx context.Context, ch <-chan *runtimeapi.ContainerEventResponse, streamed <-chan struct{}, tick <-chan time.Time, ticked chan<- struct{}) {
+// It also moves the cache's global timestamp, while streaming, to now,
+// which is safe for every pod because every event received so far has
+// marked its pod: a second after a reader of the cache started waiting
+// (wantTick), and every second while one still waits; never while none
+// does, so that an idle node costs no wake-up. The second leaves the
+// events of what a pod worker just did the time to arrive. Events and
+// ticks are taken in turn on this one goroutine, so no event received
+// before a tick is left unmarked by it.
+func (e *Evented) read(ctx context.Context, ch <-chan *runtimeapi.ContainerEventResponse, streamed <-chan struct{}) {
+	var tickC <-chan time.Time
+	defer e.disarm()
+	if e.cfg.Cache.waiting() {
+		e.wantTick()
+	}
 	for {
 		// Read before the event, so that its arrival is never stamped
 		// later than it was received.
@@ -284,15 +329,53 @@ func (e *Evented) read(ctx context.Context, ch <-chan *runtimeapi.ContainerEvent
 			}
 			// Copies, so that nothing of the event stays reachable.
 			e.queue.add(types.UID(strings.Clone(m.GetUid())), podRef{strings.Clone(m.GetName()), strings.Clone(m.GetNamespace())}, now, true)
-		case <-tick:
+		case <-e.armed:
+			tickC = e.armedTick()
+		case <-tickC:
+			tickC = nil
+			e.disarm()
 			if e.Streaming() {
 				e.cfg.Cache.UpdateTime(e.cfg.Clock.Now())
 			}
-			select {
-			case ticked <- struct{}{}:
-			default:
+			if e.cfg.Cache.waiting() {
+				e.wantTick()
 			}
 		}
+	}
+}
+
+// wantTick arms the tick a second from now, unless it is armed. The
+// cache calls it as a reader starts waiting, before it blocks.
+func (e *Evented) wantTick() {
+	e.tickMu.Lock()
+	defer e.tickMu.Unlock()
+	if e.tick != nil {
+		return
+	}
+	e.tick = e.cfg.Clock.NewTimer(time.Second)
+	select {
+	case e.armed <- struct{}{}:
+	default:
+	}
+}
+
+// armedTick returns the armed tick's channel, or nil.
+func (e *Evented) armedTick() <-chan time.Time {
+	e.tickMu.Lock()
+	defer e.tickMu.Unlock()
+	if e.tick == nil {
+		return nil
+	}
+	return e.tick.C()
+}
+
+// disarm stops the tick.
+func (e *Evented) disarm() {
+	e.tickMu.Lock()
+	defer e.tickMu.Unlock()
+	if e.tick != nil {
+		e.tick.Stop()
+		e.tick = nil
 	}
 }
 
@@ -313,9 +396,8 @@ func (e *Evented) stream(ctx context.Context) error {
 	established := make(chan struct{})
 	var once sync.Once
 	onEstablished := func(runtimeapi.RuntimeService_GetContainerEventsClient) { once.Do(func() { close(established) }) }
-	tick := e.cfg.Clock.NewTicker(time.Second)
-	defer tick.Stop()
-	ticked := make(chan struct{}, 1)
+	e.cfg.Cache.hookWaits(e.wantTick)
+	defer e.cfg.Cache.hookWaits(nil)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
@@ -325,7 +407,7 @@ func (e *Evented) stream(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		e.read(sctx, ch, streamed, tick.C(), ticked)
+		e.read(sctx, ch, streamed)
 	}()
 	defer wg.Wait()
 	defer cancel()
@@ -340,30 +422,86 @@ func (e *Evented) stream(ctx context.Context) error {
 
 	safety := e.cfg.Clock.NewTicker(e.cfg.SafetyRelistPeriod)
 	defer safety.Stop()
+	// due fires when the next retry or end of cooling is due; nil while
+	// none is pending.
+	var due clock.Timer
+	var dueC <-chan time.Time
+	var dueAt time.Time
+	defer func() {
+		if due != nil {
+			due.Stop()
+		}
+	}()
 	for {
+		if next := e.nextDue(); !next.Equal(dueAt) {
+			if due != nil {
+				due.Stop()
+				due, dueC = nil, nil
+			}
+			dueAt = next
+			if !next.IsZero() {
+				due = e.cfg.Clock.NewTimer(max(next.Sub(e.cfg.Clock.Now()), 0))
+				dueC = due.C()
+			}
+		}
 		select {
 		case err := <-errc:
 			return fmt.Errorf("pleg: container events: %w", err)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-e.queue.ready:
-			// One pod per turn, so that ticks and errors are not held up
-			// by a long queue.
+			// One pod per turn, so that errors are not held up by a long
+			// queue.
 			if uid, ref, ok := e.queue.take(); ok {
 				if until, cool := e.cooling[uid]; cool && until.After(e.cfg.Clock.Now()) {
 					e.deferred[uid] = ref // its events stay pending
 				} else {
+					e.busy(true)
 					e.inspect(ctx, uid, ref)
+					e.busy(false)
 				}
 			}
 			if e.queue.len() > 0 {
 				e.queue.signal()
 			}
-		case <-ticked:
+		case <-dueC:
+			due, dueC, dueAt = nil, nil, time.Time{}
 			e.queueDueRetries()
-			e.generic.touch()
 		case <-safety.C():
+			e.busy(true)
 			e.relist(ctx)
+			e.busy(false)
+			e.pruneCooling()
+		}
+	}
+}
+
+// nextDue returns when the next retry or end of a deferred pod's cooling
+// is due; zero if none is pending.
+func (e *Evented) nextDue() time.Time {
+	var next time.Time
+	for _, r := range e.retries {
+		if next.IsZero() || r.due.Before(next) {
+			next = r.due
+		}
+	}
+	for uid := range e.deferred {
+		if until := e.cooling[uid]; next.IsZero() || until.Before(next) {
+			next = until
+		}
+	}
+	return next
+}
+
+// pruneCooling forgets the coolings that ended, of pods that sent no
+// event since.
+func (e *Evented) pruneCooling() {
+	now := e.cfg.Clock.Now()
+	for uid, until := range e.cooling {
+		if !until.After(now) {
+			if _, ok := e.deferred[uid]; !ok {
+				delete(e.cooling, uid)
+			}
 		}
 	}
 }

@@ -145,9 +145,8 @@ func TestEventedHeldBackPodKeepsOnlyItsReadersWaiting(t *testing.T) {
 			now, cancel := context.WithCancel(context.Background())
 			cancel()
 			for i := 1; i <= 3; i++ {
-				clk.Step(time.Second)
 				// b's reader is served by the global timestamp.
-				if st, err := freshAfter(t, cache, "b", held); err != nil || st.FindContainerStatus("c") == nil {
+				if st, err := readAfterStep(t, clk, cache, "b", held, time.Second); err != nil || st.FindContainerStatus("c") == nil {
 					t.Fatalf("%ds after a was held back: b's status %+v, %v", i, st, err)
 				}
 				if st, err := cache.GetNewerThan(now, "a", held); err == nil {
@@ -298,8 +297,7 @@ func TestEventedInspectionUnderWayKeepsOnlyItsReadersWaiting(t *testing.T) {
 	now, cancel := context.WithCancel(context.Background())
 	cancel()
 	for i := 1; i <= 3; i++ {
-		clk.Step(time.Second)
-		if _, err := freshAfter(t, cache, "b", sent); err != nil {
+		if _, err := readAfterStep(t, clk, cache, "b", sent, time.Second); err != nil {
 			t.Fatalf("b: %v", err)
 		}
 		if st, err := cache.GetNewerThan(now, "a", sent); err == nil {
@@ -324,11 +322,23 @@ func TestEventedTickNeverVouchesForAReceivedEvent(t *testing.T) {
 		rt.set(func() { rt.pods[uid].IPs = []string{ip} })
 		sent := clk.Now()
 		stream.send(t, uid)
-		clk.Step(time.Second)
-		st, err := freshAfter(t, cache, uid, sent)
+		st, err := readAfterStep(t, clk, cache, uid, sent, time.Second)
 		if err != nil || !cmp.Equal(st.IPs, []string{ip}) {
 			t.Fatalf("round %d: a reader of %s got %+v, %v: the status from before the event", i, uid, st, err)
 		}
 		rt.nextCall(t, "for the event")
+	}
+}
+
+// With nothing happening and no reader waiting, the generator stays
+// healthy however long it idles.
+func TestEventedIdleStaysHealthy(t *testing.T) {
+	rt := newScripted("a")
+	ev, _, clk, _ := startScripted(t, rt)
+	for i := 0; i < 3; i++ {
+		clk.Step(10 * time.Minute)
+		if err := ev.Healthy(); err != nil {
+			t.Fatalf("after %d0 idle minutes: %v", i+1, err)
+		}
 	}
 }

@@ -265,6 +265,31 @@ func freshAfter(t *testing.T, cache *pleg.Cache, uid types.UID, after time.Time)
 	return st, err
 }
 
+// readAfterStep starts a reader of uid waiting for a status newer than
+// after, steps the clock by d once it waits (or was served), and returns
+// what it is served, failing the test after wallLimit.
+func readAfterStep(t *testing.T, clk *clocktesting.FakeClock, cache *pleg.Cache, uid types.UID, after time.Time, d time.Duration) (*runtime.PodStatus, error) {
+	t.Helper()
+	type result struct {
+		st  *runtime.PodStatus
+		err error
+	}
+	got := make(chan result, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), wallLimit)
+	defer cancel()
+	go func() {
+		st, err := cache.GetNewerThan(ctx, uid, after)
+		got <- result{st, err}
+	}()
+	waitFor(t, "a reader of "+string(uid)+" waits", func() bool { return cache.Waiting(uid) || len(got) > 0 })
+	clk.Step(d)
+	r := <-got
+	if ctx.Err() != nil {
+		t.Fatalf("no observation of %s after %v within %v", uid, after, wallLimit)
+	}
+	return r.st, r.err
+}
+
 // Events for a pod being inspected, or already queued, never hold up the
 // stream: the pods wait in a queue, each once however many events named
 // it, in the order of their first event, and each is inspected once.
@@ -321,12 +346,14 @@ func TestEventedRetriesFailedInspectionWithBackOff(t *testing.T) {
 		if i == 4 {
 			rt.set(func() { rt.failing["a"] = false })
 		}
+		_, before := cache.Get("a")
 		clk.Step(step.d)
 		if step.retry {
 			rt.nextCall(t, fmt.Sprintf("at step %d", i))
+			waitFor(t, "the retry is recorded", func() bool { _, err := cache.Get("a"); return err != before })
 		}
-		st, err := freshAfter(t, cache, "a", clk.Now().Add(-time.Nanosecond))
 		rt.noCall(t, fmt.Sprintf("at step %d", i))
+		st, err := cache.Get("a")
 		if i < 4 && err == nil {
 			t.Fatalf("step %d: the cache lost the inspection error", i)
 		}
@@ -338,8 +365,7 @@ func TestEventedRetriesFailedInspectionWithBackOff(t *testing.T) {
 	// no event.
 	noEvents(t, ev, "after a successful retry of an unchanged pod")
 	for i := 0; i < 5; i++ {
-		clk.Step(time.Minute)
-		freshAfter(t, cache, "a", clk.Now().Add(-time.Nanosecond))
+		readAfterStep(t, clk, cache, "a", clk.Now(), time.Minute)
 		rt.noCall(t, "after a successful retry")
 	}
 }
@@ -365,8 +391,7 @@ func TestEventedStopsRetryingAGonePod(t *testing.T) {
 		return err == nil && len(st.ContainerStatuses)+len(st.SandboxStatuses) == 0
 	})
 	for i := 0; i < 5; i++ {
-		clk.Step(time.Minute)
-		freshAfter(t, cache, "a", clk.Now().Add(-time.Nanosecond))
+		readAfterStep(t, clk, cache, "a", clk.Now(), time.Minute)
 		rt.noCall(t, "once it was gone")
 	}
 }
@@ -413,8 +438,7 @@ func TestEventedHoldsBackAPodThatInspectsSlowly(t *testing.T) {
 	if got := rt.nextCall(t, "4s after the slow inspection"); got != "a" {
 		t.Fatalf("inspected %s, want a", got)
 	}
-	clk.Step(time.Minute)
-	freshAfter(t, cache, "a", clk.Now().Add(-time.Nanosecond))
+	readAfterStep(t, clk, cache, "a", clk.Now(), time.Minute)
 	rt.noCall(t, "once the held-back events were served")
 }
 
