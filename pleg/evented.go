@@ -60,8 +60,8 @@ type EventedConfig struct {
 // event queues its pod for inspection (GetPodStatus); the inspection
 // updates the cache and emits an event per container or sandbox whose
 // state differs from what was last seen of the pod, so a change is seen
-// within milliseconds and an idle node costs nothing but a tick a
-// second. It relists at start, once the runtime has accepted the stream,
+// within milliseconds, and an idle node costs no wake-up but a safety
+// relist. It relists at start, once the runtime has accepted the stream,
 // and every SafetyRelistPeriod; relists and inspections keep one record
 // per pod. When the stream is refused (Unimplemented) or breaks it falls
 // back to relisting every RelistPeriod and tries the stream again every
@@ -73,8 +73,8 @@ type EventedConfig struct {
 // dropped as soon as read. Memory is bounded by the number of pods, and
 // a slow inspection never holds up the stream. Each event marks its pod
 // pending in the cache until an inspection that began after it is
-// recorded, so the cache's global timestamp, moved every second, never
-// vouches for a pod past an event not yet inspected. A pod whose
+// recorded, so the cache's global timestamp, moved while readers wait,
+// never vouches for a pod past an event not yet inspected. A pod whose
 // inspection fails keeps its last good status beside the error in the
 // cache and is inspected again with back-off until an inspection
 // succeeds or the pod is gone. A pod whose inspection is slow (10 ms or
