@@ -23,11 +23,6 @@ type EventStreamer interface {
 	GetContainerEvents(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse, established func(runtimeapi.RuntimeService_GetContainerEventsClient)) error
 }
 
-// streamBuffer is the capacity of the channel the CRI stream is read
-// into. The reader moves each event into the pod queue at once, so it
-// need not be large.
-const streamBuffer = 16
-
 // Defaults of EventedConfig.
 const (
 	DefaultSafetyRelistPeriod = 5 * time.Minute
@@ -127,6 +122,8 @@ type retry struct {
 	ref   podRef
 	delay time.Duration
 	due   time.Time
+	// queued: the retry is due and the pod queued for it.
+	queued bool
 }
 
 var _ Generator = (*Evented)(nil)
@@ -255,6 +252,7 @@ func (e *Evented) backOff(uid types.UID, ref podRef) {
 		r.delay = min(2*r.delay, e.cfg.InspectBackOffMax)
 	}
 	r.due = e.cfg.Clock.Now().Add(r.delay)
+	r.queued = false
 }
 
 // handOver gives the pods still queued or awaiting a retry to the
@@ -433,7 +431,13 @@ func (e *Evented) stream(ctx context.Context) error {
 		}
 	}()
 	for {
-		if next := e.nextDue(); !next.Equal(dueAt) {
+		next := e.nextDue()
+		if !next.IsZero() && !next.After(e.cfg.Clock.Now()) {
+			// Came due while the loop was busy.
+			e.queueDueRetries()
+			next = e.nextDue()
+		}
+		if !next.Equal(dueAt) {
 			if due != nil {
 				due.Stop()
 				due, dueC = nil, nil
@@ -476,11 +480,14 @@ func (e *Evented) stream(ctx context.Context) error {
 	}
 }
 
-// nextDue returns when the next retry or end of a deferred pod's cooling
-// is due; zero if none is pending.
+// nextDue returns when the next retry not yet queued, or end of a
+// deferred pod's cooling, is due; zero if none is pending.
 func (e *Evented) nextDue() time.Time {
 	var next time.Time
 	for _, r := range e.retries {
+		if r.queued {
+			continue
+		}
 		if next.IsZero() || r.due.Before(next) {
 			next = r.due
 		}
@@ -548,7 +555,8 @@ wait:
 func (e *Evented) queueDueRetries() {
 	now := e.cfg.Clock.Now()
 	for uid, r := range e.retries {
-		if !r.due.After(now) {
+		if !r.queued && !r.due.After(now) {
+			r.queued = true
 			e.queue.add(uid, r.ref, now, false)
 		}
 	}
