@@ -18,7 +18,11 @@ import (
 // EventStreamer is the CRI event stream; every
 // k8s.io/cri-api/pkg/apis.RuntimeService has it (runtime/cri.Client,
 // fakecri.Runtime), though not every runtime serves it (containerd 1.6
-// does not).
+// does not). GetContainerEvents blocks, sending events to ch, until it
+// fails or ctx ends. It calls established once the subscription is in
+// place (criclient: once the request is sent; fakecri: once subscribed);
+// a streamer that never calls it counts as established at its first
+// event.
 type EventStreamer interface {
 	GetContainerEvents(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse, established func(runtimeapi.RuntimeService_GetContainerEventsClient)) error
 }
