@@ -24,13 +24,20 @@
 //
 // Evented follows the CRI container event stream (GetContainerEvents):
 // each event makes it inspect that pod alone, so changes are seen within
-// milliseconds and an idle node costs a tick a second. It relists at
-// start and every 5 minutes as a safety net, and when the runtime refuses
-// the stream (containerd 1.6) or the stream breaks it relists every
-// RelistPeriod and tries the stream again every 10 s. Measured with
-// hack/bench-agent.sh on fakecri over a unix socket, the agent idles at
-// 0.07% of a core with 100 pods and 0.13% with 1000 (generic: 0.27% and
-// 1.6%).
+// milliseconds, and an idle node costs no wake-up but a safety relist.
+// It relists at start and every 5 minutes as a safety net, and when the
+// runtime refuses the stream (containerd 1.6) or the stream breaks it
+// relists every RelistPeriod and tries the stream again every 10 s. The
+// stream counts as up (Streaming) only once the runtime has accepted the
+// subscription (the streamer's established callback, or a first event)
+// and has not refused it for 100 ms: over gRPC the subscription is sent
+// before the runtime answers. Until then the generator relists every
+// RelistPeriod, and once the stream is up it relists once, so that what
+// changed before the subscription is not missed. Measured with
+// hack/bench-agent.sh on fakecri over a unix socket on a busy 2-core
+// machine, the agent idles at about 0.06% of a core and 10 wake-ups a
+// second with 100 pods (generic: 0.45% and 58), 0.3% and 23 with 1000
+// (generic: 2.8% and 274).
 //
 // # Coalescing
 //
@@ -44,34 +51,65 @@
 // inspection queues it again. The queue's size is bounded by the number
 // of pods, and a slow inspection never holds up the stream. The events
 // Watch delivers are not the stream's: an inspection emits one per
-// container or sandbox whose state differs from the pod's previous
-// cached status (the relist's rules), so events that coalesced yield
-// the net change. A pod whose successful inspection took d of 10 ms or
-// more is not inspected again for 4d, at most 5 s (its events keep it
-// queued, and it is inspected on the first one-second tick after that),
-// so that a pod of thousands of containers, which sends an event per
-// container change, costs the generator about a fifth of a core while it
-// starts instead of all of it; smaller pods are never held back, and a
-// failed inspection follows its own back-off instead. The evented
-// generator is healthy while its loop turns: it marks itself current
-// every second while streaming, so an inspection stuck in the runtime
-// fails Healthy after RelistThreshold as a stuck relist does. Once its
-// context ends it drains what the streamer still sends until the
-// streamer returns, so a streamer that sends without watching its
-// context does not block shutdown.
+// container or sandbox whose state differs from what was last seen of
+// the pod (the relist's rules), so events that coalesced yield the net
+// change. A pod whose successful inspection took d of 10 ms or more is
+// not inspected again for 4d, at most 5 s (its events keep it queued,
+// and it is inspected once that time has passed), so that
+// a pod of thousands of containers, which sends an event per container
+// change, costs the generator about a fifth of a core while it starts
+// instead of all of it; smaller pods are never held back, and a failed
+// inspection follows its own back-off instead. The evented generator is
+// healthy while its loop turns: while streaming, Healthy fails once an
+// inspection or relist has been under way for RelistThreshold, so an
+// inspection stuck in the runtime fails it as a stuck relist does, and
+// an idle generator stays healthy. Once its context ends it drains what
+// the streamer still sends until the streamer returns, so a streamer that
+// sends without watching its context does not block shutdown.
 //
-// # Re-inspection
+// # What the cache promises
 //
-// A failed inspection (GetPodStatus) leaves its error in the cache, as
-// the kubelet's does, so a pod worker reading the pod sees it. Generic
-// inspects such a pod again at every relist, changed or not, until an
-// inspection succeeds or the pod is no longer listed (the kubelet's
-// podsToReinspect). Evented inspects it again after 1 s, then 2 s, 4 s...
-// up to 30 s (EventedConfig.InspectBackOff, InspectBackOffMax; due on
-// its one-second tick), or at once on a new event of the pod, until an
+// Cache.GetNewerThan(uid, t) returns once the pod's own observation, or
+// the cache's global timestamp, is newer than t (the kubelet's rule). The
+// relisting generator moves the global timestamp after each relist. The
+// evented one, while streaming, moves it to now a second after a reader
+// starts waiting and every second while one still waits (never while
+// none does; the second leaves the events of what a pod worker just did
+// the time to arrive), whatever is queued, and keeps it true with
+// pending marks: as an event is received, the
+// reader marks its pod in the cache with the event's arrival (the time
+// read before the event, never later), and the global timestamp vouches
+// for a marked pod only up to that time. The mark goes when an
+// inspection that began after the event is recorded; an event arriving
+// during the inspection leaves its own mark. Events and ticks are taken
+// in turn on the reader's goroutine, so no event received before a tick
+// is left unmarked by it. So a pod held back, queued or under
+// inspection keeps only its own readers waiting, for its own
+// inspection, and every other pod's readers are served on the next tick. A
+// removal (Cache.Delete) wakes the pod's readers waiting for an
+// observation older than it; they get an empty status. When the stream
+// goes down the marks go too: the pods they name are inspected by the
+// next relist, which moves the global timestamp only after.
+//
+// # Records and re-inspection
+//
+// Relists and evented inspections keep one record per pod: the states of
+// its containers and sandboxes as last listed or inspected. A relist
+// compares the list with it, so a safety relist reports only what
+// changed since the last inspection, missing no removal the stream did
+// not report and repeating none it did. A failed inspection (GetPodStatus)
+// leaves its error in the cache beside the pod's last good status, and
+// leaves the record as it was, so the inspection that succeeds reports
+// every change since the last good one. Generic inspects such a pod
+// again at every relist, changed or not, until an inspection succeeds or
+// the pod is no longer listed (the kubelet's podsToReinspect). Evented
+// inspects it again after 1 s, then 2 s, 4 s... up to 30 s
+// (EventedConfig.InspectBackOff, InspectBackOffMax), or at once on a new
+// event of the pod, until an
 // inspection succeeds or finds nothing of the pod left, which removes it
-// from the cache. When the stream breaks, the pods still queued or
-// awaiting a retry are inspected by the next relist.
+// from the cache; this holds as well for a pod whose inspection failed
+// in one of its own relists. When the stream breaks, the pods still
+// queued or awaiting a retry are inspected by the next relist.
 //
 // The cost of one pod with 10,000 containers through the whole agent on
 // fakecri is measured by "make bench-bigpod" (hack/bigpod).

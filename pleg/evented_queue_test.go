@@ -49,6 +49,8 @@ func newScripted(uids ...types.UID) *scripted {
 	return s
 }
 
+// GetPods lists every sandbox and container, exited or not, as
+// runtime/cri's GetPods(ctx, true) does.
 func (s *scripted) GetPods(context.Context, bool) ([]*runtime.Pod, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -56,6 +58,10 @@ func (s *scripted) GetPods(context.Context, bool) ([]*runtime.Pod, error) {
 	for uid, st := range s.pods {
 		p, _ := st.RunningPod(true)
 		p.ID = uid
+		p.Containers = nil
+		for _, c := range st.ContainerStatuses {
+			p.Containers = append(p.Containers, &runtime.Container{ID: c.ID, Name: c.Name, State: c.State})
+		}
 		out = append(out, p)
 	}
 	return out, nil
@@ -120,9 +126,20 @@ func (s *scripted) noCall(t *testing.T, when string) {
 // fakeStream is an event stream the test feeds with send.
 type fakeStream struct {
 	events chan *runtimeapi.ContainerEventResponse
+	// forwarded: an event taken from events was handed to the generator.
+	forwarded chan struct{}
 }
 
-func (f *fakeStream) GetContainerEvents(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse, _ func(runtimeapi.RuntimeService_GetContainerEventsClient)) error {
+func newFakeStream() *fakeStream {
+	return &fakeStream{events: make(chan *runtimeapi.ContainerEventResponse), forwarded: make(chan struct{})}
+}
+
+// GetContainerEvents reports the subscription established at once, as
+// fakecri does, then forwards what send delivers.
+func (f *fakeStream) GetContainerEvents(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse, established func(runtimeapi.RuntimeService_GetContainerEventsClient)) error {
+	if established != nil {
+		established(nil)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -133,13 +150,18 @@ func (f *fakeStream) GetContainerEvents(ctx context.Context, ch chan *runtimeapi
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+			select {
+			case f.forwarded <- struct{}{}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}
 }
 
 // send delivers a started event of the pod, with every container's
-// status as containerd sends it, failing the test if the generator does
-// not read it within wallLimit.
+// status as containerd sends it, and returns once the generator has
+// received it, failing the test if it does not within wallLimit.
 func (f *fakeStream) send(t *testing.T, uid types.UID) {
 	t.Helper()
 	ev := &runtimeapi.ContainerEventResponse{
@@ -148,9 +170,15 @@ func (f *fakeStream) send(t *testing.T, uid types.UID) {
 		PodSandboxStatus:   &runtimeapi.PodSandboxStatus{Id: "sb-" + string(uid), Metadata: &runtimeapi.PodSandboxMetadata{Uid: string(uid), Name: string(uid), Namespace: "ns"}},
 		ContainersStatuses: []*runtimeapi.ContainerStatus{{Id: "c-" + string(uid), State: runtimeapi.ContainerState_CONTAINER_RUNNING}},
 	}
+	timeout := time.After(wallLimit)
 	select {
 	case f.events <- ev:
-	case <-time.After(wallLimit):
+	case <-timeout:
+		t.Fatalf("the generator stopped reading the event stream (sending an event of %s)", uid)
+	}
+	select {
+	case <-f.forwarded:
+	case <-timeout:
 		t.Fatalf("the generator stopped reading the event stream (sending an event of %s)", uid)
 	}
 }
@@ -159,14 +187,25 @@ func (f *fakeStream) send(t *testing.T, uid types.UID) {
 // returns once the stream is up.
 func startScripted(t *testing.T, rt *scripted) (*pleg.Evented, *fakeStream, *clocktesting.FakeClock, *pleg.Cache) {
 	t.Helper()
+	return startScriptedWith(t, rt, nil)
+}
+
+// startScriptedWith is startScripted with the configuration changed by
+// configure (if not nil).
+func startScriptedWith(t *testing.T, rt *scripted, configure func(*pleg.EventedConfig)) (*pleg.Evented, *fakeStream, *clocktesting.FakeClock, *pleg.Cache) {
+	t.Helper()
 	clk := clocktesting.NewFakeClock(t0)
 	rt.clock = clk
 	cache := pleg.NewCache()
-	stream := &fakeStream{events: make(chan *runtimeapi.ContainerEventResponse)}
-	ev, err := pleg.NewEvented(pleg.EventedConfig{
+	stream := newFakeStream()
+	cfg := pleg.EventedConfig{
 		Config:   pleg.Config{Runtime: rt, Cache: cache, Clock: clk, EventBuffer: 1000},
 		Streamer: stream,
-	})
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
+	ev, err := pleg.NewEvented(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,6 +234,9 @@ func startScripted(t *testing.T, rt *scripted) (*pleg.Evented, *fakeStream, *clo
 	for len(rt.called) > 0 {
 		<-rt.called // the relists' inspections
 	}
+	for len(ev.Watch()) > 0 {
+		<-ev.Watch() // the events of the first relist
+	}
 	return ev, stream, clk, cache
 }
 
@@ -221,6 +263,31 @@ func freshAfter(t *testing.T, cache *pleg.Cache, uid types.UID, after time.Time)
 		t.Fatalf("no observation of %s after %v within %v", uid, after, wallLimit)
 	}
 	return st, err
+}
+
+// readAfterStep starts a reader of uid waiting for a status newer than
+// after, steps the clock by d once it waits (or was served), and returns
+// what it is served, failing the test after wallLimit.
+func readAfterStep(t *testing.T, clk *clocktesting.FakeClock, cache *pleg.Cache, uid types.UID, after time.Time, d time.Duration) (*runtime.PodStatus, error) {
+	t.Helper()
+	type result struct {
+		st  *runtime.PodStatus
+		err error
+	}
+	got := make(chan result, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), wallLimit)
+	defer cancel()
+	go func() {
+		st, err := cache.GetNewerThan(ctx, uid, after)
+		got <- result{st, err}
+	}()
+	waitFor(t, "a reader of "+string(uid)+" waits", func() bool { return cache.Waiting(uid) || len(got) > 0 })
+	clk.Step(d)
+	r := <-got
+	if ctx.Err() != nil {
+		t.Fatalf("no observation of %s after %v within %v", uid, after, wallLimit)
+	}
+	return r.st, r.err
 }
 
 // Events for a pod being inspected, or already queued, never hold up the
@@ -279,12 +346,14 @@ func TestEventedRetriesFailedInspectionWithBackOff(t *testing.T) {
 		if i == 4 {
 			rt.set(func() { rt.failing["a"] = false })
 		}
+		_, before := cache.Get("a")
 		clk.Step(step.d)
 		if step.retry {
 			rt.nextCall(t, fmt.Sprintf("at step %d", i))
+			waitFor(t, "the retry is recorded", func() bool { _, err := cache.Get("a"); return err != before })
 		}
-		st, err := freshAfter(t, cache, "a", clk.Now().Add(-time.Nanosecond))
 		rt.noCall(t, fmt.Sprintf("at step %d", i))
+		st, err := cache.Get("a")
 		if i < 4 && err == nil {
 			t.Fatalf("step %d: the cache lost the inspection error", i)
 		}
@@ -292,18 +361,11 @@ func TestEventedRetriesFailedInspectionWithBackOff(t *testing.T) {
 			t.Fatalf("after a successful retry the cache holds %+v, %v", st, err)
 		}
 	}
-	// The success emitted the pod's events and ended the retries.
-	select {
-	case e := <-ev.Watch():
-		if e.ID != "a" {
-			t.Errorf("event %+v, want one of a", e)
-		}
-	case <-time.After(wallLimit):
-		t.Error("no event after the successful retry")
-	}
+	// The success ended the retries; the pod did not change, so there is
+	// no event.
+	noEvents(t, ev, "after a successful retry of an unchanged pod")
 	for i := 0; i < 5; i++ {
-		clk.Step(time.Minute)
-		freshAfter(t, cache, "a", clk.Now().Add(-time.Nanosecond))
+		readAfterStep(t, clk, cache, "a", clk.Now(), time.Minute)
 		rt.noCall(t, "after a successful retry")
 	}
 }
@@ -329,8 +391,7 @@ func TestEventedStopsRetryingAGonePod(t *testing.T) {
 		return err == nil && len(st.ContainerStatuses)+len(st.SandboxStatuses) == 0
 	})
 	for i := 0; i < 5; i++ {
-		clk.Step(time.Minute)
-		freshAfter(t, cache, "a", clk.Now().Add(-time.Nanosecond))
+		readAfterStep(t, clk, cache, "a", clk.Now(), time.Minute)
 		rt.noCall(t, "once it was gone")
 	}
 }
@@ -368,17 +429,16 @@ func TestEventedHoldsBackAPodThatInspectsSlowly(t *testing.T) {
 			// b's inspection is over before the clock moves again.
 			before = settled(t, cache, "b", before)
 			rt.noCall(t, fmt.Sprintf("%ds after a slow inspection", i))
-			// a's entry is stale: the cache is not declared current.
-			if _, err := cache.GetNewerThan(done, "c", held); err == nil {
-				t.Fatalf("%ds after a slow inspection: the cache was declared current while a was held back", i)
+			// a's entry is stale: its readers wait for its inspection.
+			if _, err := cache.GetNewerThan(done, "a", held); err == nil {
+				t.Fatalf("%ds after a slow inspection: a status of a was served as current while a was held back", i)
 			}
 		}
 	}
 	if got := rt.nextCall(t, "4s after the slow inspection"); got != "a" {
 		t.Fatalf("inspected %s, want a", got)
 	}
-	clk.Step(time.Minute)
-	freshAfter(t, cache, "a", clk.Now().Add(-time.Nanosecond))
+	readAfterStep(t, clk, cache, "a", clk.Now(), time.Minute)
 	rt.noCall(t, "once the held-back events were served")
 }
 

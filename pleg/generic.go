@@ -84,14 +84,22 @@ type Generic struct {
 	relistMu   sync.Mutex
 	mu         sync.Mutex
 	lastRelist time.Time
-	records    map[types.UID]podRecord
-	reinspect  map[types.UID]bool
+	// records: what was last seen of each pod, by a relist or (in the
+	// evented generator) by an inspection; the next relist compares with
+	// it.
+	records map[types.UID]podRecord
 }
 
-// podRecord is what the last relist saw of one pod.
+// podRecord is what was last seen of one pod: the states of its
+// containers and sandboxes, as the last relist listed them or the last
+// successful inspection found them.
 type podRecord struct {
 	name, namespace string
 	states          map[string]runtime.ContainerState // container or sandbox ID → state
+	// reinspect: the pod's last inspection failed, or the evented
+	// generator handed it over; the next relist inspects it, changed or
+	// not.
+	reinspect bool
 }
 
 // same reports whether p has exactly the recorded sandboxes and
@@ -122,11 +130,10 @@ func NewGeneric(cfg Config) (*Generic, error) {
 		return nil, err
 	}
 	g := &Generic{
-		cfg:       cfg,
-		events:    make(chan *Event, cfg.EventBuffer),
-		metrics:   m,
-		records:   map[types.UID]podRecord{},
-		reinspect: map[types.UID]bool{},
+		cfg:     cfg,
+		events:  make(chan *Event, cfg.EventBuffer),
+		metrics: m,
+		records: map[types.UID]podRecord{},
 	}
 	return g, nil
 }
@@ -165,7 +172,11 @@ func (g *Generic) Run(ctx context.Context) error {
 
 // Relist observes the runtime once. Run calls it; tests and the evented
 // generator call it directly.
-func (g *Generic) Relist(ctx context.Context) {
+func (g *Generic) Relist(ctx context.Context) { g.relist(ctx) }
+
+// relist observes the runtime once and returns the pods it inspected,
+// each with whether the inspection failed.
+func (g *Generic) relist(ctx context.Context) map[types.UID]inspection {
 	g.relistMu.Lock()
 	defer g.relistMu.Unlock()
 	start := g.cfg.Clock.Now()
@@ -174,26 +185,21 @@ func (g *Generic) Relist(ctx context.Context) {
 		if ctx.Err() == nil {
 			g.cfg.Logger.Error(err, "relisting pods")
 		}
-		return
+		return nil
 	}
 	g.mu.Lock()
 	g.lastRelist = start
 	old := g.records
-	reinspect := g.reinspect
 	g.mu.Unlock()
 
-	var nextReinspect map[types.UID]bool
 	var events []*Event
-	inspect := func(uid types.UID, rec podRecord) {
+	inspected := map[types.UID]inspection{}
+	inspect := func(uid types.UID, rec *podRecord) {
 		status, err := g.cfg.Runtime.GetPodStatus(ctx, uid, rec.name, rec.namespace)
-		if err != nil {
-			if nextReinspect == nil {
-				nextReinspect = map[types.UID]bool{}
-			}
-			nextReinspect[uid] = true
-			if ctx.Err() == nil {
-				g.cfg.Logger.Error(err, "inspecting pod", "pod", rec.namespace+"/"+rec.name, "podUID", uid)
-			}
+		rec.reinspect = err != nil
+		inspected[uid] = inspection{ref: podRef{rec.name, rec.namespace}, failed: err != nil}
+		if err != nil && ctx.Err() == nil {
+			g.cfg.Logger.Error(err, "inspecting pod", "pod", rec.namespace+"/"+rec.name, "podUID", uid)
 		}
 		g.cfg.Cache.Set(uid, status, err, start)
 	}
@@ -203,10 +209,10 @@ func (g *Generic) Relist(ctx context.Context) {
 		if known && prev.same(p) {
 			// Unchanged: no record to build and no event; inspected
 			// again only if the last inspection failed.
-			current[p.ID] = prev
-			if reinspect[p.ID] {
-				inspect(p.ID, prev)
+			if prev.reinspect {
+				inspect(p.ID, &prev)
 			}
+			current[p.ID] = prev
 			continue
 		}
 		rec := podRecord{name: p.Name, namespace: p.Namespace, states: make(map[string]runtime.ContainerState, len(p.Containers)+len(p.Sandboxes))}
@@ -215,29 +221,35 @@ func (g *Generic) Relist(ctx context.Context) {
 				rec.states[c.ID.ID] = c.State
 			}
 		}
-		current[p.ID] = rec
 		podEvents := diff(p.ID, prev.states, rec.states)
 		events = append(events, podEvents...)
-		if !known || len(podEvents) > 0 || reinspect[p.ID] {
-			inspect(p.ID, rec)
+		if !known || len(podEvents) > 0 || prev.reinspect {
+			inspect(p.ID, &rec)
 		}
+		current[p.ID] = rec
 	}
 	for uid, prev := range old {
 		if _, ok := current[uid]; ok {
 			continue
 		}
 		events = append(events, diff(uid, prev.states, nil)...)
-		g.cfg.Cache.Delete(uid)
+		g.cfg.Cache.Delete(uid, start)
 	}
 	g.cfg.Cache.UpdateTime(start)
 
 	g.mu.Lock()
 	g.records = current
-	g.reinspect = nextReinspect
 	g.mu.Unlock()
 
 	g.send(ctx, events)
 	g.metrics.observe(start, g.cfg.Clock.Since(start), len(pods))
+	return inspected
+}
+
+// inspection is the outcome of one relist's inspection of a pod.
+type inspection struct {
+	ref    podRef
+	failed bool
 }
 
 // diff turns one pod's container state changes into events, as the
