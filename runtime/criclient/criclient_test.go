@@ -115,7 +115,11 @@ func TestClientErrorClasses(t *testing.T) {
 	if _, err := c.ListContainers(ctx, nil); !errors.Is(err, runtime.ErrDeadlineExceeded) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("ListContainers: %v, want ErrDeadlineExceeded and context.DeadlineExceeded", err)
 	}
-	if _, err := c.PortForward(ctx, &runtimeapi.PortForwardRequest{}); !errors.Is(err, runtime.ErrUnimplemented) {
+	if _, err := c.PortForward(ctx, &runtimeapi.PortForwardRequest{}); !errors.Is(err, runtime.ErrInvalidArgument) {
+		t.Errorf("PortForward without a sandbox: %v, want ErrInvalidArgument", err)
+	}
+	fake.InjectError("PortForward", status.Error(codes.Unimplemented, "no streaming server"))
+	if _, err := c.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: missing}); !errors.Is(err, runtime.ErrUnimplemented) {
 		t.Errorf("PortForward: %v, want ErrUnimplemented", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
