@@ -59,6 +59,12 @@ type Config struct {
 	// caller's context: a plugin still running then is killed with its
 	// process group. Default DefaultTimeout.
 	Timeout time.Duration
+	// Loopback, when set, also brings the sandbox's loopback interface
+	// up with the "loopback" plugin before the configured list runs, as
+	// the kubelet's CNI network plugin did for every pod; the plugin
+	// must then be in BinDirs. Leave it unset when the runtime brings lo
+	// up itself or the list includes the loopback plugin.
+	Loopback bool
 	// Logger logs set-ups and tear-downs. Default: discard.
 	Logger logr.Logger
 	// Exec runs the plugins. Default: plugins run as processes in their

@@ -132,7 +132,11 @@ type CNI struct {
 	cfg    Config
 	cni    *libcni.CNIConfig
 	loader loader
+	lo     *libcni.NetworkConfigList // nil unless Config.Loopback
 }
+
+// loopbackConf is the list that brings a sandbox's lo up.
+const loopbackConf = `{"cniVersion": "1.0.0", "name": "cni-loopback", "plugins": [{"type": "loopback"}]}`
 
 var (
 	_ Network = (*CNI)(nil)
@@ -145,10 +149,18 @@ func New(cfg Config) (*CNI, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	return &CNI{
+	c := &CNI{
 		cfg: cfg,
 		cni: libcni.NewCNIConfigWithCacheDir(cfg.BinDirs, cfg.CacheDir, cfg.Exec),
-	}, nil
+	}
+	if cfg.Loopback {
+		lo, err := libcni.NetworkConfFromBytes([]byte(loopbackConf))
+		if err != nil {
+			return nil, fmt.Errorf("network: the loopback configuration: %w", err)
+		}
+		c.lo = lo
+	}
+	return c, nil
 }
 
 // Conf returns the configuration the next SetUp would use, or an error
@@ -184,6 +196,13 @@ func (c *CNI) SetUp(ctx context.Context, pod PodRef, netnsPath string, opts Opti
 	log := c.cfg.Logger.WithValues("pod", pod.String(), "podUID", pod.UID, "sandboxID", pod.SandboxID, "network", conf.Name)
 	actx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
+	if c.lo != nil {
+		lrt := *rt
+		lrt.IfName = "lo"
+		if _, err := c.cni.AddNetworkList(actx, c.lo, &lrt); err != nil {
+			return nil, fmt.Errorf("network: set up pod %q (sandbox %s): bringing lo up: %w", pod, pod.SandboxID, err)
+		}
+	}
 	res, err := c.cni.AddNetworkList(actx, conf.list, rt)
 	if err != nil {
 		err = fmt.Errorf("network: set up pod %q (sandbox %s) on network %q of %s: %w", pod, pod.SandboxID, conf.Name, conf.File, err)
@@ -245,6 +264,14 @@ func (c *CNI) TearDown(ctx context.Context, pod PodRef, netnsPath string, opts O
 	defer cancel()
 	if err := c.cni.DelNetworkList(dctx, list, rt); err != nil {
 		return fmt.Errorf("network: tear down pod %q (sandbox %s) on network %q of %s: %w", pod, pod.SandboxID, list.Name, from, err)
+	}
+	if c.lo != nil {
+		// Only drops the cache entry: lo goes with the namespace.
+		lrt := *rt
+		lrt.IfName = "lo"
+		if err := c.cni.DelNetworkList(dctx, c.lo, &lrt); err != nil {
+			return fmt.Errorf("network: tear down pod %q (sandbox %s): loopback: %w", pod, pod.SandboxID, err)
+		}
 	}
 	c.cfg.Logger.V(2).Info("pod network torn down", "pod", pod.String(), "podUID", pod.UID, "sandboxID", pod.SandboxID, "network", list.Name)
 	return nil
