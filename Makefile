@@ -27,7 +27,7 @@ unit:
 # instead of skipping them as "make unit" does.
 network:
 	hack/network/install.sh
-	NODEKIT_NETWORK_REQUIRED=1 $(GO) test -race -count=1 ./network/...
+	NODEKIT_NETWORK_REQUIRED=1 $(GO) test -race -count=1 ./network/... ./runtime/fakecri/...
 
 e2e:
 	hack/e2e/run.sh
