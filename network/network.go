@@ -211,6 +211,11 @@ func (c *CNI) SetUp(ctx context.Context, pod PodRef, netnsPath string, opts Opti
 		if derr := c.cni.DelNetworkList(dctx, conf.list, rt); derr != nil {
 			err = errors.Join(err, fmt.Errorf("network: undo the failed set-up of pod %q: %w", pod, derr))
 		}
+		if c.lo != nil {
+			lrt := *rt
+			lrt.IfName = "lo"
+			_ = c.cni.DelNetworkList(dctx, c.lo, &lrt) // only drops its cache entry
+		}
 		return nil, err
 	}
 	ips, err := podIPs(res)

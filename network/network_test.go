@@ -30,7 +30,7 @@ VERSION) echo '{"cniVersion":"1.0.0","supportedVersions":["0.4.0","1.0.0"]}' ;;
 esac
 `
 
-func writeFile(t *testing.T, path, content string, mode os.FileMode) {
+func writeFile(t testing.TB, path, content string, mode os.FileMode) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -46,7 +46,7 @@ type scriptEnv struct {
 	conf, bin, cache string
 }
 
-func newScriptEnv(t *testing.T) scriptEnv {
+func newScriptEnv(t testing.TB) scriptEnv {
 	t.Helper()
 	d := t.TempDir()
 	e := scriptEnv{conf: filepath.Join(d, "net.d"), bin: filepath.Join(d, "bin"), cache: filepath.Join(d, "cache")}

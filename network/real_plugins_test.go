@@ -39,7 +39,7 @@ func pluginDir() string {
 	return "/usr/lib/cni"
 }
 
-func requireRealPlugins(t *testing.T) string {
+func requireRealPlugins(t testing.TB) string {
 	t.Helper()
 	skip := t.Skipf
 	if os.Getenv("NODEKIT_NETWORK_REQUIRED") != "" {
@@ -60,7 +60,7 @@ func requireRealPlugins(t *testing.T) string {
 	return dir
 }
 
-func randomHex(t *testing.T, n int) string {
+func randomHex(t testing.TB, n int) string {
 	t.Helper()
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {
@@ -69,7 +69,7 @@ func randomHex(t *testing.T, n int) string {
 	return hex.EncodeToString(b)
 }
 
-func run(t *testing.T, name string, args ...string) string {
+func run(t testing.TB, name string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command(name, args...).CombinedOutput()
 	if err != nil {
@@ -80,7 +80,7 @@ func run(t *testing.T, name string, args ...string) string {
 
 // newNetns creates a network namespace deleted when the test ends and
 // returns its path.
-func newNetns(t *testing.T) string {
+func newNetns(t testing.TB) string {
 	t.Helper()
 	name := "nkt-" + randomHex(t, 5)
 	run(t, "ip", "netns", "add", name)
@@ -127,7 +127,7 @@ type bridgeEnv struct {
 	subnet                 netip.Prefix
 }
 
-func newBridgeEnv(t *testing.T) bridgeEnv {
+func newBridgeEnv(t testing.TB) bridgeEnv {
 	t.Helper()
 	bin := requireRealPlugins(t)
 	d := t.TempDir()
@@ -152,7 +152,7 @@ func newBridgeEnv(t *testing.T) bridgeEnv {
 	return e
 }
 
-func (e bridgeEnv) new(t *testing.T) *network.CNI {
+func (e bridgeEnv) new(t testing.TB) *network.CNI {
 	t.Helper()
 	n, err := network.New(network.Config{ConfDir: e.conf, BinDirs: []string{e.bin}, CacheDir: e.cache, Loopback: true, Timeout: time.Minute})
 	if err != nil {
