@@ -321,3 +321,29 @@ func TestRealPluginsCheckFindsAMissingInterface(t *testing.T) {
 		t.Fatalf("Check without eth0 = %v, want an error naming the pod", err)
 	}
 }
+
+func TestRealPluginsDualStack(t *testing.T) {
+	e := newBridgeEnv(t)
+	v6 := netip.MustParsePrefix("fd00:250:" + randomHex(t, 2) + "::/64")
+	writeFile(t, filepath.Join(e.conf, "10-bridge.conflist"), fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": %q,
+  "plugins": [
+    {"type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}], [{"subnet": %q}]], "dataDir": %q}}
+  ]
+}`, e.name, e.bridge, e.subnet, v6, e.ipam), 0o644)
+	n := e.new(t)
+	ns := newNetns(t)
+	ref := network.PodRef{Namespace: "test", Name: "dual", UID: "uid-dual", SandboxID: "sb-" + randomHex(t, 8)}
+	ips, err := n.SetUp(t.Context(), ref, ns, network.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.TearDown(context.Background(), ref, ns, network.Options{}) })
+	v4ip, ok4 := ips.V4()
+	v6ip, ok6 := ips.V6()
+	if !ok4 || !e.subnet.Contains(v4ip) || !ok6 || !v6.Contains(v6ip) || len(ips) != 2 {
+		t.Fatalf("SetUp gave %v, want one address in %s and one in %s", ips, e.subnet, v6)
+	}
+}
