@@ -8,6 +8,8 @@ import (
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
 )
 
 // Defaults of Config.
@@ -65,6 +67,15 @@ type Config struct {
 	// must then be in BinDirs. Leave it unset when the runtime brings lo
 	// up itself or the list includes the loopback plugin.
 	Loopback bool
+	// Clock times operations for the metrics. Default the real clock.
+	Clock clock.PassiveClock
+	// Registerer receives the metrics, the kubelet's network plugin
+	// ones: kubelet_network_plugin_operations_duration_seconds,
+	// kubelet_network_plugin_operations_total and
+	// kubelet_network_plugin_operations_errors_total, each by
+	// operation_type (set_up_pod, tear_down_pod, check_pod). Nil: not
+	// registered.
+	Registerer prometheus.Registerer
 	// Logger logs set-ups and tear-downs. Default: discard.
 	Logger logr.Logger
 	// Exec runs the plugins. Default: plugins run as processes in their
@@ -106,6 +117,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
 	}
 	if c.Logger.GetSink() == nil {
 		c.Logger = logr.Discard()

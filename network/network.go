@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
@@ -133,6 +134,7 @@ type CNI struct {
 	cni    *libcni.CNIConfig
 	loader loader
 	lo     *libcni.NetworkConfigList // nil unless Config.Loopback
+	mx     *metrics
 }
 
 // loopbackConf is the list that brings a sandbox's lo up.
@@ -149,9 +151,14 @@ func New(cfg Config) (*CNI, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
+	mx, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("network: registering metrics: %w", err)
+	}
 	c := &CNI{
 		cfg: cfg,
 		cni: libcni.NewCNIConfigWithCacheDir(cfg.BinDirs, cfg.CacheDir, cfg.Exec),
+		mx:  mx,
 	}
 	if cfg.Loopback {
 		lo, err := libcni.NetworkConfFromBytes([]byte(loopbackConf))
@@ -181,7 +188,12 @@ func (c *CNI) Status() error {
 // When ADD fails, what the plugins already did is undone with DEL
 // (bounded by Config.Timeout, also when ctx has ended) and the ADD error
 // is returned.
-func (c *CNI) SetUp(ctx context.Context, pod PodRef, netnsPath string, opts Options) (IPs, error) {
+func (c *CNI) SetUp(ctx context.Context, pod PodRef, netnsPath string, opts Options) (ips IPs, err error) {
+	defer c.observe(opSetUp, c.cfg.Clock.Now(), &err)
+	return c.setUp(ctx, pod, netnsPath, opts)
+}
+
+func (c *CNI) setUp(ctx context.Context, pod PodRef, netnsPath string, opts Options) (IPs, error) {
 	if err := validate(pod, netnsPath, true); err != nil {
 		return nil, err
 	}
@@ -229,7 +241,12 @@ func (c *CNI) SetUp(ctx context.Context, pod PodRef, netnsPath string, opts Opti
 // Check runs CHECK of every plugin with the configuration the sandbox
 // was set up with (from the cache), or the current one when the cache
 // has none.
-func (c *CNI) Check(ctx context.Context, pod PodRef, netnsPath string, opts Options) error {
+func (c *CNI) Check(ctx context.Context, pod PodRef, netnsPath string, opts Options) (err error) {
+	defer c.observe(opCheck, c.cfg.Clock.Now(), &err)
+	return c.check(ctx, pod, netnsPath, opts)
+}
+
+func (c *CNI) check(ctx context.Context, pod PodRef, netnsPath string, opts Options) error {
 	if err := validate(pod, netnsPath, true); err != nil {
 		return err
 	}
@@ -251,7 +268,12 @@ func (c *CNI) Check(ctx context.Context, pod PodRef, netnsPath string, opts Opti
 // what is torn down). Without a cached set-up it uses the current
 // configuration and opts, and without either there is nothing to
 // release and it returns nil.
-func (c *CNI) TearDown(ctx context.Context, pod PodRef, netnsPath string, opts Options) error {
+func (c *CNI) TearDown(ctx context.Context, pod PodRef, netnsPath string, opts Options) (err error) {
+	defer c.observe(opTearDown, c.cfg.Clock.Now(), &err)
+	return c.tearDown(ctx, pod, netnsPath, opts)
+}
+
+func (c *CNI) tearDown(ctx context.Context, pod PodRef, netnsPath string, opts Options) error {
 	if err := validate(pod, netnsPath, false); err != nil {
 		return err
 	}
@@ -280,6 +302,10 @@ func (c *CNI) TearDown(ctx context.Context, pod PodRef, netnsPath string, opts O
 	}
 	c.cfg.Logger.V(2).Info("pod network torn down", "pod", pod.String(), "podUID", pod.UID, "sandboxID", pod.SandboxID, "network", list.Name)
 	return nil
+}
+
+func (c *CNI) observe(op string, start time.Time, err *error) {
+	c.mx.observe(op, *err, c.cfg.Clock.Since(start))
 }
 
 // setUpWith returns the configuration list and runtime configuration
