@@ -31,6 +31,11 @@
 //     Plugins run in their own process group, killed as a group at the
 //     deadline, so a plugin that hangs in a child process does not hold
 //     the caller either.
+//   - With Config.Loopback the "loopback" plugin brings the sandbox's lo
+//     up first, as the kubelet's CNI network plugin did.
+//   - The kubelet's network plugin metrics
+//     (kubelet_network_plugin_operations_total, _errors_total and
+//     _duration_seconds by operation_type) go to Config.Registerer.
 //   - Errors name the pod, the sandbox, the network and the file it came
 //     from, and libcni's description of the failing plugin; a missing
 //     configuration matches ErrNoConfig (the runtime's NetworkReady
