@@ -1,17 +1,18 @@
 # nodekit's two commands: "make run" runs the main job, "make test" runs
-# every test (formatting, vet, unit and integration tests with -race, the
+# every test (formatting, vet, the network tests with real CNI plugins,
+# which hack/network installs, unit and integration tests with -race, the
 # end-to-end tests against a real containerd, which hack/e2e installs,
 # starts and stops, and the kube tests against a real etcd and
 # kube-apiserver, which hack/kube builds). .ci/run calls "make test".
 
 GO ?= go
 
-.PHONY: run test check unit e2e kube-e2e bench bench-agent bench-bigpod
+.PHONY: run test check network unit e2e kube-e2e bench bench-agent bench-bigpod
 
 run:
 	$(GO) run ./examples/standalone
 
-test: check unit e2e kube-e2e
+test: check network unit e2e kube-e2e
 
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -20,6 +21,13 @@ check:
 
 unit:
 	$(GO) test -race -count=1 ./...
+
+# The network tests against Debian's CNI plugins in namespaces of their
+# own; NODEKIT_NETWORK_REQUIRED makes a missing plugin or root fail them
+# instead of skipping them as "make unit" does.
+network:
+	hack/network/install.sh
+	NODEKIT_NETWORK_REQUIRED=1 $(GO) test -race -count=1 ./network/... ./runtime/fakecri/...
 
 e2e:
 	hack/e2e/run.sh

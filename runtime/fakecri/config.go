@@ -3,6 +3,7 @@ package fakecri
 import (
 	"fmt"
 	"net/netip"
+	"path/filepath"
 
 	"k8s.io/utils/clock"
 )
@@ -26,6 +27,18 @@ type Config struct {
 	// pulling any other fails with NotFound. When nil, every well-formed
 	// reference can be pulled.
 	Registry []string
+	// Network, when set, gives every sandbox off the host network a
+	// real network namespace, pinned under NetNSDir, and sets it up
+	// through Network instead of taking an IP from PodCIDR:
+	// RunPodSandbox creates the namespace and calls SetUpSandbox;
+	// StopPodSandbox (or RemovePodSandbox, when no stop succeeded)
+	// calls TearDownSandbox and removes the namespace. Creating
+	// namespaces needs root (CAP_SYS_ADMIN). Default: none.
+	Network Network
+	// NetNSDir is where sandboxes' namespaces are pinned, as
+	// fakecri-<ID prefix>, when Network is set. Must be absolute.
+	// Default DefaultNetNSDir.
+	NetNSDir string
 
 	podCIDR netip.Prefix
 }
@@ -42,5 +55,13 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("fakecri: Config.PodCIDR %q: want an IPv4 prefix of /30 or wider", c.PodCIDR)
 	}
 	c.podCIDR = p.Masked()
+	if c.Network != nil {
+		if c.NetNSDir == "" {
+			c.NetNSDir = DefaultNetNSDir
+		}
+		if !filepath.IsAbs(c.NetNSDir) {
+			return fmt.Errorf("fakecri: Config.NetNSDir must be an absolute path, got %q", c.NetNSDir)
+		}
+	}
 	return nil
 }

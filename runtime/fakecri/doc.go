@@ -23,7 +23,12 @@
 // Sandboxes not on the host network get an IP from Config.PodCIDR,
 // 127.88.0.0/16 by default: loopback addresses, so traffic meant for a
 // fake pod never leaves the machine, and a test can bind a server to a
-// pod's IP to stand in for the pod.
+// pod's IP to stand in for the pod. With Config.Network set, each such
+// sandbox gets a real network namespace instead (pinned under
+// Config.NetNSDir, which needs root), set up through the Network hook
+// when the sandbox runs and torn down when it stops, as containerd calls
+// CNI; nodekit's network package plugs in there through a small adapter
+// (see its tests), so fakecri does not depend on it.
 //
 // Container logs are written to the CRI log path (the sandbox's log
 // directory joined with the container's log path) in the CRI log format.

@@ -45,6 +45,8 @@ type Runtime struct {
 	podCIDR  netip.Prefix
 	registry map[string]bool
 	events   *broadcaster
+	network  Network // nil: IPs from podCIDR
+	netnsDir string
 
 	// mu guards everything below.
 	mu         sync.Mutex
@@ -81,6 +83,8 @@ func New(cfg Config) (*Runtime, error) {
 	r := &Runtime{
 		clock:      cfg.Clock,
 		podCIDR:    cfg.podCIDR,
+		network:    cfg.Network,
+		netnsDir:   cfg.NetNSDir,
 		events:     newBroadcaster(),
 		sandboxes:  map[string]*sandbox{},
 		containers: map[string]*container{},

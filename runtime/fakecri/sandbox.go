@@ -20,6 +20,10 @@ type sandbox struct {
 	state     runtimeapi.PodSandboxState
 	createdAt int64
 	ip        netip.Addr // invalid on the host network
+	extraIPs  []netip.Addr
+	// netns is the pinned network namespace while the sandbox has one
+	// (Config.Network), "" otherwise.
+	netns     string
 	resources *runtimeapi.LinuxContainerResources
 	// containers of this sandbox, by ID.
 	containers map[string]*container
@@ -53,20 +57,52 @@ func (s *sandbox) status() *runtimeapi.PodSandboxStatus {
 	if s.ip.IsValid() {
 		st.Network.Ip = s.ip.String()
 	}
+	for _, ip := range s.extraIPs {
+		st.Network.AdditionalIps = append(st.Network.AdditionalIps, &runtimeapi.PodIP{Ip: ip.String()})
+	}
+
 	return st
 }
 
 // RunPodSandbox implements RuntimeService. A sandbox that is not on the
-// host network gets an IP from Config.PodCIDR.
-func (r *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandboxConfig, handler string) (string, error) {
+// host network gets an IP from Config.PodCIDR, or a network namespace
+// set up by Config.Network.
+func (r *Runtime) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, handler string) (string, error) {
+	r.mu.Lock()
+	sb, err := r.newSandboxLocked(config, handler)
+	if err != nil || r.network == nil || sb.hostNetwork() {
+		defer r.mu.Unlock()
+		if err != nil {
+			return "", err
+		}
+		r.addSandboxLocked(sb)
+		return sb.id, nil
+	}
+	// The name stays reserved while the network is set up without the
+	// lock; the sandbox is not visible yet.
+	r.names[sb.name()] = sb.id
+	r.mu.Unlock()
+	nerr := r.setUpNetwork(ctx, sb)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if nerr != nil {
+		delete(r.names, sb.name())
+		return "", errorf(codes.Unknown, "failed to setup network for sandbox %q: %v", sb.name(), nerr)
+	}
+	r.addSandboxLocked(sb)
+	return sb.id, nil
+}
+
+// newSandboxLocked checks a sandbox request and returns the sandbox, with
+// an IP from podCIDR when it is not on the host network and no Network
+// is configured. r.mu is held.
+func (r *Runtime) newSandboxLocked(config *runtimeapi.PodSandboxConfig, handler string) (*sandbox, error) {
 	if err := r.enter("RunPodSandbox"); err != nil {
-		return "", err
+		return nil, err
 	}
 	m := config.GetMetadata()
 	if m == nil {
-		return "", errorf(codes.Unknown, "sandbox config must include metadata")
+		return nil, errorf(codes.Unknown, "sandbox config must include metadata")
 	}
 	sb := &sandbox{
 		id:         newID(),
@@ -78,23 +114,28 @@ func (r *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandbox
 	}
 	name := sb.name()
 	if owner, taken := r.names[name]; taken {
-		return "", errorf(codes.Unknown, "failed to reserve sandbox name %q: name %q is reserved for %q", name, name, owner)
+		return nil, errorf(codes.Unknown, "failed to reserve sandbox name %q: name %q is reserved for %q", name, name, owner)
 	}
 	if handler != "" {
-		return "", errorf(codes.Unknown, "failed to get sandbox runtime: no runtime for %q is configured", handler)
+		return nil, errorf(codes.Unknown, "failed to get sandbox runtime: no runtime for %q is configured", handler)
 	}
-	if !sb.hostNetwork() {
+	if !sb.hostNetwork() && r.network == nil {
 		ip, err := r.allocateIP()
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		sb.ip = ip
 	}
+	return sb, nil
+}
+
+// addSandboxLocked makes sb visible. r.mu is held.
+func (r *Runtime) addSandboxLocked(sb *sandbox) {
+	name := sb.name()
 	r.sandboxes[sb.id] = sb
 	r.names[name] = sb.id
 	r.emit(sb.id, sb, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
 	r.emit(sb.id, sb, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
-	return sb.id, nil
 }
 
 func (r *Runtime) allocateIP() (netip.Addr, error) {
@@ -116,19 +157,26 @@ func (r *Runtime) allocateIP() (netip.Addr, error) {
 }
 
 // StopPodSandbox implements RuntimeService. Every container of the sandbox
-// is killed; the sandbox keeps its IP until it is removed. Stopping a
-// sandbox that does not exist fails with NotFound, as in containerd.
-func (r *Runtime) StopPodSandbox(_ context.Context, id string) error {
+// is killed; the sandbox keeps its IP until it is removed. With
+// Config.Network its network is torn down and its namespace removed, as
+// containerd does. Stopping a sandbox that does not exist fails with
+// NotFound, as in containerd.
+func (r *Runtime) StopPodSandbox(ctx context.Context, id string) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if err := r.enter("StopPodSandbox"); err != nil {
+		r.mu.Unlock()
 		return err
 	}
 	sb, _, err := lookup(r.sandboxes, id, "sandbox")
 	if err != nil {
+		r.mu.Unlock()
 		return err
 	}
 	r.stopSandboxLocked(sb)
+	r.mu.Unlock()
+	if r.network != nil {
+		return r.tearDownNetwork(ctx, sb)
+	}
 	return nil
 }
 
@@ -145,20 +193,32 @@ func (r *Runtime) stopSandboxLocked(sb *sandbox) {
 // RemovePodSandbox implements RuntimeService: it stops the sandbox if
 // needed and removes it with all its containers. Removing a sandbox that
 // does not exist succeeds.
-func (r *Runtime) RemovePodSandbox(_ context.Context, id string) error {
+func (r *Runtime) RemovePodSandbox(ctx context.Context, id string) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if err := r.enter("RemovePodSandbox"); err != nil {
+		r.mu.Unlock()
 		return err
 	}
 	sb, _, err := lookup(r.sandboxes, id, "sandbox")
 	if err != nil {
+		r.mu.Unlock()
 		if isNotFound(err) {
 			return nil
 		}
 		return err
 	}
 	r.stopSandboxLocked(sb)
+	r.mu.Unlock()
+	if r.network != nil {
+		if err := r.tearDownNetwork(ctx, sb); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sandboxes[sb.id] != sb {
+		return nil // removed meanwhile
+	}
 	for _, c := range slices.Clone(r.sandboxContainersLocked(sb.id)) {
 		r.removeContainerLocked(c)
 	}
@@ -188,7 +248,7 @@ func (r *Runtime) PodSandboxStatus(_ context.Context, id string, verbose bool) (
 		ContainersStatuses: r.containerStatusesLocked(sb.id),
 	}
 	if verbose {
-		info, _ := json.Marshal(map[string]any{"sandboxID": sb.id, "runtimeHandler": sb.handler, "config": sb.config})
+		info, _ := json.Marshal(map[string]any{"sandboxID": sb.id, "runtimeHandler": sb.handler, "config": sb.config, "netns": sb.netns})
 		resp.Info = map[string]string{"info": string(info)}
 	}
 	return resp, nil
