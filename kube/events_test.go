@@ -1,0 +1,135 @@
+package kube_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/kube"
+)
+
+// eventCalls records the events the fake API server received.
+type eventCalls struct{ ch chan *v1.Event }
+
+func recordEvents(client *fake.Clientset) *eventCalls {
+	c := &eventCalls{ch: make(chan *v1.Event, 1000)}
+	client.PrependReactor("*", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		switch a := a.(type) {
+		case k8stesting.CreateAction:
+			c.ch <- a.GetObject().(*v1.Event).DeepCopy()
+		case k8stesting.PatchAction:
+			c.ch <- &v1.Event{Reason: "patch", Message: string(a.GetPatch())}
+		}
+		return false, nil, nil
+	})
+	return c
+}
+
+func (c *eventCalls) next(t *testing.T) *v1.Event {
+	t.Helper()
+	select {
+	case e := <-c.ch:
+		return e
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event reached the API server within 10s")
+		return nil
+	}
+}
+
+func runRecorder(t *testing.T, cfg kube.EventRecorderConfig) *kube.EventRecorder {
+	t.Helper()
+	r, err := kube.NewEventRecorder(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	})
+	return r
+}
+
+// ready waits until Event reaches the broadcaster: Run has started.
+func ready(t *testing.T, r *kube.EventRecorder, calls *eventCalls) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r.Event(nil, v1.EventTypeNormal, "Probe", "probe")
+		select {
+		case e := <-calls.ch:
+			if e.Reason != "Probe" {
+				t.Fatalf("first event %+v", e)
+			}
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the recorder did not start")
+		}
+	}
+}
+
+// TestEventRecorder checks the involved objects, the source, the
+// counting of a repeated event and the per-object rate limit.
+func TestEventRecorder(t *testing.T) {
+	client := fake.NewClientset()
+	calls := recordEvents(client)
+	clk := clocktesting.NewFakeClock(t0)
+	r := runRecorder(t, kube.EventRecorderConfig{Client: client, NodeName: "n1", Burst: 5, QPS: 0.1, Clock: clk})
+	ready(t, r, calls)
+
+	pod := apiPod("default", "web", "u1", "n1", 0)
+	r.Event(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container")
+	e := calls.next(t)
+	ref := e.InvolvedObject
+	if ref.Kind != "Pod" || ref.Namespace != "default" || ref.Name != "web" || ref.UID != "u1" || e.Namespace != "default" ||
+		e.Type != v1.EventTypeWarning || e.Reason != "BackOff" || e.Source.Component != "kubelet" || e.Source.Host != "n1" {
+		t.Fatalf("pod event = %+v", e)
+	}
+	r.Event(nil, v1.EventTypeWarning, "FailedToDecode", "manifest x.yaml: bad")
+	e = calls.next(t)
+	if ref := e.InvolvedObject; ref.Kind != "Node" || ref.Name != "n1" || ref.UID != "n1" || e.Reason != "FailedToDecode" {
+		t.Fatalf("manifest event = %+v; want the Node as involved object", e)
+	}
+	// The same event again is a patch of the first one's count.
+	r.Event(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container")
+	if e = calls.next(t); e.Reason != "patch" {
+		t.Fatalf("repeated event: %+v; want a patch", e)
+	}
+
+	// The pod has used 2 of its 5 warnings; 3 more pass, then none until the
+	// clock lets one more through.
+	for i := range 6 {
+		r.Event(pod, v1.EventTypeWarning, fmt.Sprintf("R%d", i), "m")
+	}
+	other := apiPod("default", "other", "u2", "n1", 0)
+	r.Event(other, v1.EventTypeNormal, "Sentinel", "m")
+	var reasons []string
+	for {
+		e := calls.next(t)
+		if e.Reason == "Sentinel" {
+			break
+		}
+		reasons = append(reasons, e.Reason)
+	}
+	if fmt.Sprint(reasons) != "[R0 R1 R2]" {
+		t.Fatalf("events of the pod sent in a burst of 5: %v; want [R0 R1 R2]", reasons)
+	}
+	clk.Step(10 * time.Second)
+	r.Event(pod, v1.EventTypeWarning, "Later", "m")
+	if e = calls.next(t); e.Reason != "Later" {
+		t.Fatalf("after 10s at QPS 0.1: %+v; want the event Later", e)
+	}
+}
