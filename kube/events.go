@@ -52,7 +52,9 @@ type EventRecorderConfig struct {
 // events)", and each object gets at most Burst events at once and QPS
 // after. Sending runs on a goroutine of Run; Event never blocks, and an
 // event that does not fit the broadcaster's queue (1000 events) is
-// dropped, as are events before Run and after its ctx ended.
+// dropped, as are events after Run's ctx ended. Events recorded before
+// Run (up to 1000) are kept and sent when it starts, so that parts
+// started at the same time lose none.
 //
 // Its Event method has the signature of agent.Config.Events: an event
 // about a pod refers to the pod (namespace, name, UID; a static pod's
@@ -62,9 +64,23 @@ type EventRecorder struct {
 	cfg    EventRecorderConfig
 	scheme *runtime.Scheme
 
-	// mu guards rec, which is set while Run runs.
-	mu  sync.Mutex
+	// mu guards the fields below.
+	mu sync.Mutex
+	// rec is set while Run runs.
 	rec record.EventRecorder
+	// early holds the events recorded before Run; stopped is set when
+	// Run has ended.
+	early   []earlyEvent
+	stopped bool
+}
+
+// maxEarlyEvents bounds the events kept before Run, the size of the
+// broadcaster's queue.
+const maxEarlyEvents = 1000
+
+type earlyEvent struct {
+	ref                  *v1.ObjectReference
+	typ, reason, message string
 }
 
 // NewEventRecorder checks cfg. It does no I/O and starts nothing.
@@ -99,9 +115,9 @@ func NewEventRecorder(cfg EventRecorderConfig) (*EventRecorder, error) {
 	return &EventRecorder{cfg: cfg, scheme: runtime.NewScheme()}, nil
 }
 
-// Run sends the recorded events to the API server until ctx ends, then
-// stops the broadcaster and returns nil. Events recorded before Run or
-// after ctx ended are dropped. Run must be called once.
+// Run sends the recorded events to the API server, those recorded before
+// it first, until ctx ends, then stops the broadcaster and returns nil.
+// Events recorded after ctx ended are dropped. Run must be called once.
 func (r *EventRecorder) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -114,10 +130,16 @@ func (r *EventRecorder) Run(ctx context.Context) error {
 	rec := b.NewRecorder(r.scheme, v1.EventSource{Component: r.cfg.Component, Host: r.cfg.NodeName})
 	r.mu.Lock()
 	r.rec = rec
+	early := r.early
+	r.early = nil
 	r.mu.Unlock()
+	for _, e := range early {
+		rec.Event(e.ref, e.typ, e.reason, e.message)
+	}
 	<-ctx.Done()
 	r.mu.Lock()
 	r.rec = nil
+	r.stopped = true
 	r.mu.Unlock()
 	w.Stop()
 	b.Shutdown()
@@ -128,19 +150,21 @@ func (r *EventRecorder) Run(ctx context.Context) error {
 // typ is v1.EventTypeNormal or v1.EventTypeWarning. It never blocks and
 // is safe for concurrent use; see EventRecorder for what is dropped.
 func (r *EventRecorder) Event(pod *v1.Pod, typ, reason, message string) {
-	r.mu.Lock()
-	rec := r.rec
-	r.mu.Unlock()
-	if rec == nil {
-		return
-	}
 	var ref *v1.ObjectReference
 	if pod == nil {
 		ref = r.nodeRef()
 	} else {
 		ref = &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}
 	}
-	rec.Event(ref, typ, reason, message)
+	r.mu.Lock()
+	rec := r.rec
+	if rec == nil && !r.stopped && len(r.early) < maxEarlyEvents {
+		r.early = append(r.early, earlyEvent{ref, typ, reason, message})
+	}
+	r.mu.Unlock()
+	if rec != nil {
+		rec.Event(ref, typ, reason, message)
+	}
 }
 
 // nodeRef is the reference of the Node in events, the kubelet's: its UID

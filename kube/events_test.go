@@ -43,12 +43,15 @@ func (c *eventCalls) next(t *testing.T) *v1.Event {
 	}
 }
 
-func runRecorder(t *testing.T, cfg kube.EventRecorderConfig) *kube.EventRecorder {
+// runRecorder starts an EventRecorder after recording an event about the
+// Node, and checks that this event, recorded before Run, is sent first.
+func runRecorder(t *testing.T, cfg kube.EventRecorderConfig, calls *eventCalls) *kube.EventRecorder {
 	t.Helper()
 	r, err := kube.NewEventRecorder(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.Event(nil, v1.EventTypeNormal, "Early", "before Run")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
@@ -58,27 +61,10 @@ func runRecorder(t *testing.T, cfg kube.EventRecorderConfig) *kube.EventRecorder
 			t.Errorf("Run = %v", err)
 		}
 	})
-	return r
-}
-
-// ready waits until Event reaches the broadcaster: Run has started.
-func ready(t *testing.T, r *kube.EventRecorder, calls *eventCalls) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r.Event(nil, v1.EventTypeNormal, "Probe", "probe")
-		select {
-		case e := <-calls.ch:
-			if e.Reason != "Probe" {
-				t.Fatalf("first event %+v", e)
-			}
-			return
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the recorder did not start")
-		}
+	if e := calls.next(t); e.Reason != "Early" {
+		t.Fatalf("first event %+v; want the one recorded before Run", e)
 	}
+	return r
 }
 
 // TestEventRecorder checks the involved objects, the source, the
@@ -87,8 +73,7 @@ func TestEventRecorder(t *testing.T) {
 	client := fake.NewClientset()
 	calls := recordEvents(client)
 	clk := clocktesting.NewFakeClock(t0)
-	r := runRecorder(t, kube.EventRecorderConfig{Client: client, NodeName: "n1", Burst: 5, QPS: 0.1, Clock: clk})
-	ready(t, r, calls)
+	r := runRecorder(t, kube.EventRecorderConfig{Client: client, NodeName: "n1", Burst: 5, QPS: 0.1, Clock: clk}, calls)
 
 	pod := apiPod("default", "web", "u1", "n1", 0)
 	r.Event(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container")
