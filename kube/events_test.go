@@ -3,6 +3,7 @@ package kube_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,5 +117,26 @@ func TestEventRecorder(t *testing.T) {
 	r.Event(pod, v1.EventTypeWarning, "Later", "m")
 	if e = calls.next(t); e.Reason != "Later" {
 		t.Fatalf("after 10s at QPS 0.1: %+v; want the event Later", e)
+	}
+}
+
+// TestEventRecorderAggregates checks that from the tenth event about an
+// object that differs only in its message, they become one combined
+// event whose count grows, as the kubelet's do.
+func TestEventRecorderAggregates(t *testing.T) {
+	client := fake.NewClientset()
+	calls := recordEvents(client)
+	r := runRecorder(t, kube.EventRecorderConfig{Client: client, NodeName: "n1", Burst: 100, Clock: clocktesting.NewFakeClock(t0)}, calls)
+	pod := apiPod("default", "web", "u1", "n1", 0)
+	for i := range 12 {
+		r.Event(pod, v1.EventTypeWarning, "FailedMount", fmt.Sprintf("volume %d", i))
+	}
+	var msgs []string
+	for range 12 {
+		msgs = append(msgs, calls.next(t).Message)
+	}
+	if msgs[8] != "volume 8" || msgs[9] != "(combined from similar events): volume 9" ||
+		!strings.Contains(msgs[10], `"count":2`) || !strings.Contains(msgs[11], `"count":3`) {
+		t.Fatalf("messages %q; want nine events, then one combined event created and patched", msgs)
 	}
 }

@@ -46,7 +46,7 @@ type StatusSinkConfig struct {
 	// RequestTimeout bounds each call to the API server. Default 10s.
 	RequestTimeout time.Duration
 	// Clock paces the rate limit. Default: the real clock.
-	Clock clock.WithTicker
+	Clock clock.Clock
 	// Logger receives the sink's logs. Default: discarded.
 	Logger logr.Logger
 }
