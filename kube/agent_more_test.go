@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,7 +43,7 @@ spec:
 // carries its status, comes back when deleted, follows the manifest and
 // goes with it; the node's and the pods' events reach the API server; a
 // pod's env from a configMap reaches its container; a token is issued
-// for a pod's service account; and a 30s outage of the API server loses
+// for a pod's service account, into its projected volume too; and a 30s outage of the API server loses
 // no status and no pod.
 func TestNodeExtrasAgainstAPIServer(t *testing.T) {
 	const name = "node-m"
@@ -51,6 +53,9 @@ func TestNodeExtrasAgainstAPIServer(t *testing.T) {
 	ctx := context.Background()
 
 	dir := t.TempDir()
+	// The agent leaves its pods, and their tmpfs volumes, in place when
+	// it stops; this runs after it has stopped, before dir is removed.
+	t.Cleanup(func() { unmountUnder(dir) })
 	manifests := filepath.Join(dir, "manifests")
 	if err := os.MkdirAll(manifests, 0o755); err != nil {
 		t.Fatal(err)
@@ -95,8 +100,12 @@ func TestNodeExtrasAgainstAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tokens, err := kube.NewTokens(kube.TokensConfig{Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
 	a, err := agent.New(agent.Config{
-		NodeName: name, RuntimeService: fake, ImageService: fake,
+		NodeName: name, RuntimeService: fake, ImageService: fake, Tokens: tokens,
 		Sources:    []podsource.Source{src, mirrors.Source(file)},
 		StatusSink: sink, PodTerminated: deleter.PodTerminated, Events: events.Event,
 		RelistPeriod: 100 * time.Millisecond, HousekeepingPeriod: 200 * time.Millisecond, BackOffPeriod: 200 * time.Millisecond,
@@ -190,6 +199,7 @@ func TestNodeExtrasAgainstAPIServer(t *testing.T) {
 	// name.
 	envPod.Spec.Volumes = []v1.Volume{{Name: "token", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{
 		Sources: []v1.VolumeProjection{{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Audience: "api", Path: "token"}}}}}}}
+	envPod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "token", MountPath: "/var/run/secrets/tokens"}}
 	envPod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "GREETING", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{
 		LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}, Key: "greeting"}}}}
 	created, err := admin.CoreV1().Pods("default").Create(ctx, envPod, metav1.CreateOptions{})
@@ -212,9 +222,13 @@ func TestNodeExtrasAgainstAPIServer(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "GREETING=hello\n") {
 		t.Fatalf("env of the container: %q, %v; want GREETING=hello", out, err)
 	}
-	tokens, err := kube.NewTokens(kube.TokensConfig{Client: client})
-	if err != nil {
-		t.Fatal(err)
+	// The agent's volume manager got the projected token through Tokens.
+	files, _ := filepath.Glob(filepath.Join(dir, "pods", string(created.UID), "volumes", "*", "token", "token"))
+	if len(files) != 1 {
+		t.Fatalf("projected token files of envpod: %v; want one", files)
+	}
+	if b, err := os.ReadFile(files[0]); err != nil || len(b) < 20 {
+		t.Fatalf("projected token of envpod: %q, %v", b, err)
 	}
 	exp := int64(3600)
 	tr, err := tokens.GetServiceAccountToken(ctx, "default", "sa", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
@@ -300,4 +314,14 @@ func TestNodeExtrasAgainstAPIServer(t *testing.T) {
 		}
 		return l.Spec.RenewTime.Time.After(restarted.Add(-time.Millisecond)), fmt.Sprintf("renewTime %v", l.Spec.RenewTime)
 	})
+}
+
+// unmountUnder unmounts what is mounted under dir.
+func unmountUnder(dir string) {
+	b, _ := os.ReadFile("/proc/mounts")
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
+			_ = unix.Unmount(f[1], unix.MNT_DETACH)
+		}
+	}
 }

@@ -357,6 +357,10 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	tokens, err := kube.NewTokens(kube.TokensConfig{Client: client})
+	if err != nil {
+		return err
+	}
 	srvCfg, err := s.serving.agentServer(name, ipStrings, o.clock.Now())
 	if err != nil {
 		return err
@@ -367,6 +371,7 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 		CRI: cri.Config{PodLogsDir: s.podLogsDir, PodsDir: filepath.Join(o.rootDir, "pods"),
 			ClusterDNS: s.clusterDNS, ClusterDomain: s.clusterDomain, ResolvConf: s.resolvConf,
 			Objects: objects},
+		Tokens:  tokens,
 		Sources: sources, StatusSink: sink, PodTerminated: deleter.PodTerminated, Events: events.Event,
 		ResyncInterval: s.sync,
 		Listen:         s.listen,
