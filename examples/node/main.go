@@ -2,7 +2,8 @@
 // machine as a Node of a cluster, keeps the Node's status and Lease, runs
 // the pods the API server binds to it (and the static pods of
 // staticPodPath, which get mirror pods) on a CRI runtime, with the
-// configMaps and secrets they refer to read from the API server, writes
+// configMaps, secrets and service-account tokens they refer to (in env
+// and volumes) read from the API server, writes
 // their statuses back, sends the node's and the pods' events, and
 // deletes a pod's object once a graceful deletion has stopped its
 // containers:
