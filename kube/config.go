@@ -103,6 +103,13 @@ type NodeConfig struct {
 	// RequestTimeout bounds each call to the API server. Default 10s.
 	RequestTimeout time.Duration
 
+	// Events receives the Node's events, with pod nil (the Node is the
+	// involved object): Starting when Run begins, RegisteredNode when it
+	// created the Node, and NodeReady or NodeNotReady when the Ready
+	// condition it wrote changed. Give an EventRecorder's Event. It must
+	// not block. Default: none.
+	Events func(pod *v1.Pod, typ, reason, message string)
+
 	// Clock drives every period and back-off. Default: the real clock.
 	Clock clock.WithTicker
 	// Logger receives the Node's logs. Default: discarded.
@@ -179,6 +186,9 @@ func (c NodeConfig) withDefaults() (NodeConfig, error) {
 	}
 	if c.Logger.GetSink() == nil {
 		c.Logger = logr.Discard()
+	}
+	if c.Events == nil {
+		c.Events = func(*v1.Pod, string, string, string) {}
 	}
 	c.Labels = copyMap(c.Labels)
 	c.Taints = append([]v1.Taint(nil), c.Taints...)

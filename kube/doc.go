@@ -86,6 +86,51 @@
 // front of it retries, so an absent API server loses no status. Patched
 // and Skipped count the writes made and spared.
 //
+// The StatusSink's own rate limit (StatusSinkConfig.QPS and Burst, a
+// token bucket on the injected clock) bounds how fast statuses go out
+// whatever else shares the client; with StatusSinkConfig.MirrorPods, a
+// static pod's status is written to its mirror pod.
+//
+// # Mirror pods
+//
+// A MirrorPods keeps a mirror pod in the API server for every static pod,
+// as the kubelet does: created with the annotation
+// kubernetes.io/config.mirror (the static pod's config.hash) and the Node
+// as controlling owner, deleted and created again when the manifest
+// changes, created again when someone deletes it, deleted when the static
+// pod goes. It sees the static pods by wrapping their source
+// (MirrorPods.Source(file)) and the mirror pods through the PodSource
+// (PodSourceConfig.MirrorPods), so the agent needs no hook; the PodSource
+// never sends a mirror pod as a pod to run. Unlike the kubelet, which
+// works from its pod syncs, it mirrors every static pod its source gives,
+// admitted or not, and deletes a mirror pod as soon as its manifest is
+// gone rather than once the static pod's containers have stopped.
+//
+// # Events
+//
+// An EventRecorder sends events with client-go's event broadcaster and
+// correlator (a private scheme; its clock injected): repeats become a
+// count, floods of similar events one aggregated event, and each object
+// gets a burst of 25 then one every 5 minutes, the kubelet's defaults.
+// Its Event is agent.Config.Events and NodeConfig.Events: pod events
+// refer to the pod, manifest and Node events (Starting, RegisteredNode,
+// NodeReady, NodeNotReady) to the Node. Run starts and stops it.
+//
+// # ConfigMaps, secrets and tokens
+//
+// Objects is both runtime/cri.ObjectGetter (cri.Config.Objects: env,
+// envFrom, image pull secrets) and volumes.ObjectGetter. The first Get of
+// an object reads it and starts a watch of that object alone (field
+// selector metadata.name, which the Node authorizer allows for objects
+// the node's pods refer to); later Gets are answered from the watch. A
+// watch unused for ObjectsConfig.TTL (5m) stops, where the kubelet stops
+// it when the last pod referring to the object goes: Objects is told of
+// no pods. A missing object wraps runtime.ErrNotFound.
+//
+// Tokens is a volumes.TokenGetter over the TokenRequest API
+// (serviceaccounts/token, bound to the pod), caching a token until 80%
+// of its life or 24 hours have passed, as the kubelet's token manager.
+//
 // # Pod deletion
 //
 // A PodDeleter finishes the graceful deletion the API server began, as the
@@ -106,24 +151,31 @@
 // cluster, as TestAgentAgainstAPIServer does against a real API server:
 //
 //	client := kubernetes.NewForConfigOrDie(nodeRestConfig)
-//	src, _ := kube.NewPodSource(kube.PodSourceConfig{Client: client, NodeName: name})
-//	sink, _ := kube.NewStatusSink(kube.StatusSinkConfig{Client: client})
+//	mirrors, _ := kube.NewMirrorPods(kube.MirrorPodsConfig{Client: client, NodeName: name})
+//	src, _ := kube.NewPodSource(kube.PodSourceConfig{Client: client, NodeName: name, MirrorPods: mirrors})
+//	file, _ := podsource.NewFile(podsource.FileConfig{Dir: "/etc/kubernetes/manifests", NodeName: name})
+//	sink, _ := kube.NewStatusSink(kube.StatusSinkConfig{Client: client, MirrorPods: true})
 //	del, _ := kube.NewPodDeleter(kube.PodDeleterConfig{Client: client})
+//	events, _ := kube.NewEventRecorder(kube.EventRecorderConfig{Client: client, NodeName: name})
+//	objects, _ := kube.NewObjects(kube.ObjectsConfig{Client: client})
 //	a, _ := agent.New(agent.Config{NodeName: name, RuntimeService: rs, ImageService: is,
-//		Sources: []podsource.Source{src}, StatusSink: sink, PodTerminated: del.PodTerminated})
-//	n, _ := kube.NewNode(kube.NodeConfig{Client: client, Name: name, Runtime: rs, Health: a.Healthy})
-//	go a.Run(ctx)
-//	go n.Run(ctx)
+//		Sources: []podsource.Source{src, mirrors.Source(file)}, StatusSink: sink,
+//		PodTerminated: del.PodTerminated, Events: events.Event, CRI: cri.Config{Objects: objects}})
+//	n, _ := kube.NewNode(kube.NodeConfig{Client: client, Name: name, Runtime: rs, Health: a.Healthy, Events: events.Event})
+//	for _, run := range []func(context.Context) error{events.Run, objects.Run, mirrors.Run, a.Run, n.Run} {
+//		go run(ctx)
+//	}
 //
 // A pod created on the node runs, its status reaches Running and Ready in
 // the API server, and a graceful deletion stops its containers and then
-// removes the pod object. examples/node is such a node agent, started like
+// removes the pod object; TestNodeExtrasAgainstAPIServer adds the static
+// pods' mirror pods, events, env from a configMap, a token, and a 30s
+// outage of the API server that loses no pod and no status. examples/node is such a node agent, started like
 // the kubelet. Package kubetest starts the real etcd and kube-apiserver
 // these tests use, for the tests of programs built on kube.
 //
 // # Not yet here
 //
-// A rate limit of the sink's
-// own (the rest.Config's QPS and Burst apply meanwhile), mirror pods,
-// configMap/secret/token getters and events.
+// The kubelet's TokenReview and SubjectAccessReview for its server, and
+// certificate bootstrap and rotation.
 package kube

@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/nodekit/nodekit/kube"
 	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // A Node registers itself and reports its status. Here the API server is
@@ -98,4 +100,28 @@ func ExamplePodSource() {
 	<-done
 	// Output:
 	// ADD api default/web
+}
+
+// Objects gives the configMaps and secrets that pods refer to, to the CRI
+// runtime (cri.Config.Objects) and to volumes alike. Before Run, or
+// without it, every Get reads from the API server; under Run, each object
+// is watched after its first Get.
+func ExampleObjects() {
+	client := fake.NewClientset(&v1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"},
+		Data:       map[string]string{"mode": "edge"},
+	})
+	objects, err := kube.NewObjects(kube.ObjectsConfig{Client: client})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	cm, err := objects.GetConfigMap(ctx, "default", "settings")
+	fmt.Println(cm.Data["mode"], err)
+	_, err = objects.GetSecret(ctx, "default", "missing")
+	fmt.Println(errors.Is(err, runtime.ErrNotFound))
+	// Output:
+	// edge <nil>
+	// true
 }

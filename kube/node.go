@@ -85,6 +85,7 @@ func (n *Node) Registered() <-chan struct{} { return n.registered }
 // Lease every LeaseRenewInterval, until ctx ends. It returns nil when ctx
 // ends, after its goroutines have stopped. Run must be called once.
 func (n *Node) Run(ctx context.Context) error {
+	n.cfg.Events(nil, v1.EventTypeNormal, "Starting", "Starting node agent.")
 	if !n.registerWithBackoff(ctx) {
 		return nil
 	}
@@ -133,6 +134,8 @@ func (n *Node) register(ctx context.Context) error {
 	if err == nil {
 		n.setUID(created.UID)
 		n.log.Info("registered the node")
+		n.cfg.Events(nil, v1.EventTypeNormal, "RegisteredNode", "Registered node "+n.cfg.Name)
+		n.readyEvent(nil, created)
 		return nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
@@ -178,6 +181,25 @@ func (n *Node) initialNode(ctx context.Context) *v1.Node {
 	}
 	n.setStatus(ctx, node, nil)
 	return node
+}
+
+// readyEvent sends NodeReady or NodeNotReady when the Ready condition of
+// updated differs from orig's (nil: a new Node), as the kubelet does.
+func (n *Node) readyEvent(orig, updated *v1.Node) {
+	now := findCondition(updated.Status.Conditions, v1.NodeReady)
+	if now == nil {
+		return
+	}
+	if orig != nil {
+		if prev := findCondition(orig.Status.Conditions, v1.NodeReady); prev != nil && prev.Status == now.Status {
+			return
+		}
+	}
+	reason := "NodeReady"
+	if now.Status != v1.ConditionTrue {
+		reason = "NodeNotReady"
+	}
+	n.cfg.Events(nil, v1.EventTypeNormal, reason, fmt.Sprintf("Node %s status is now: %s", n.cfg.Name, reason))
 }
 
 func (n *Node) setUID(uid types.UID) {

@@ -74,6 +74,7 @@ func (n *Node) tryUpdateStatus(ctx context.Context, try int) error {
 	if _, err := n.patchStatus(ctx, orig, updated); err != nil {
 		return fmt.Errorf("kube: patch node %s status: %w", n.cfg.Name, err)
 	}
+	n.readyEvent(orig, updated)
 	n.mu.Lock()
 	n.lastReport = now
 	n.mu.Unlock()

@@ -27,6 +27,10 @@ type PodSourceConfig struct {
 	Client kubernetes.Interface
 	// NodeName is the node whose pods are watched. Required.
 	NodeName string
+	// MirrorPods, when set, is told of the node's mirror pods after every
+	// change, so that it keeps them in step with the static pods.
+	// Default: none.
+	MirrorPods *MirrorPods
 	// Clock drives the watch's back-off. Default: the real clock.
 	Clock clock.WithTicker
 	// Logger receives the watch's logs. Default: discarded.
@@ -44,6 +48,11 @@ type PodSourceConfig struct {
 // SETs into ADD, UPDATE, DELETE (a pod given a deletionTimestamp: the
 // graceful deletion the API server began), REMOVE and RECONCILE. Every pod
 // sent is a copy carrying the annotation kubernetes.io/config.source=api.
+//
+// Mirror pods (annotated kubernetes.io/config.mirror) are never sent: they
+// stand for static pods that the node runs from their own source, as the
+// kubelet ignores them in its API-server source. They go to
+// PodSourceConfig.MirrorPods instead, when set.
 type PodSource struct {
 	cfg PodSourceConfig
 }
@@ -91,7 +100,11 @@ func (s *PodSource) Run(ctx context.Context, out chan<- podsource.Update) error 
 		},
 	}
 	push := func(objs []interface{}) {
-		u := podsource.Update{Op: podsource.SET, Source: podsource.SourceAPI, Pods: s.snapshot(objs)}
+		pods, mirrors := s.snapshot(objs)
+		if s.cfg.MirrorPods != nil {
+			s.cfg.MirrorPods.observeMirrors(mirrors)
+		}
+		u := podsource.Update{Op: podsource.SET, Source: podsource.SourceAPI, Pods: pods}
 		select {
 		case out <- u:
 		case <-ctx.Done():
@@ -110,14 +123,18 @@ func (s *PodSource) Run(ctx context.Context, out chan<- podsource.Update) error 
 	return nil
 }
 
-// snapshot copies the node's pods out of the store, annotated and sorted.
-// A pod bound elsewhere (which the field selector already excludes) is
-// left out.
-func (s *PodSource) snapshot(objs []interface{}) []*v1.Pod {
+// snapshot copies the node's pods out of the store, annotated and sorted,
+// and returns its mirror pods apart (not copied: only read). A pod bound
+// elsewhere (which the field selector already excludes) is left out.
+func (s *PodSource) snapshot(objs []interface{}) (pods, mirrors []*v1.Pod) {
 	out := make([]*v1.Pod, 0, len(objs))
 	for _, o := range objs {
 		p, ok := o.(*v1.Pod)
 		if !ok || p.Spec.NodeName != s.cfg.NodeName {
+			continue
+		}
+		if isMirror(p) {
+			mirrors = append(mirrors, p)
 			continue
 		}
 		p = p.DeepCopy()
@@ -137,5 +154,5 @@ func (s *PodSource) snapshot(objs []interface{}) []*v1.Pod {
 		}
 		return a.Name < b.Name
 	})
-	return out
+	return out, mirrors
 }

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/status"
@@ -24,13 +27,34 @@ import (
 // StatusSinkConfig configures a StatusSink.
 type StatusSinkConfig struct {
 	// Client talks to the API server; the node's identity suffices.
-	// Required. Its rest.Config's QPS and Burst rate-limit the sink.
+	// Required. Its rest.Config's QPS and Burst also limit the sink, with
+	// every other user of the client.
 	Client kubernetes.Interface
+	// QPS is how many statuses a second the sink writes at most, on
+	// average; each UpdatePodStatus (a read and, when needed, a patch)
+	// takes one token. Zero means no limit of the sink's own.
+	QPS float64
+	// Burst is how many statuses may be written at once above QPS.
+	// Default: QPS rounded up (at least 1) when QPS is set.
+	Burst int
+	// MirrorPods makes the sink write the status of a static pod to its
+	// mirror pod (made by a MirrorPods): the pod of the same name whose
+	// kubernetes.io/config.mirror annotation is the static pod's hash. A
+	// static pod without one yet gets ErrNoMirrorPod, which the
+	// status.Manager retries. Default false: static pods are skipped.
+	MirrorPods bool
 	// RequestTimeout bounds each call to the API server. Default 10s.
 	RequestTimeout time.Duration
+	// Clock paces the rate limit. Default: the real clock.
+	Clock clock.Clock
 	// Logger receives the sink's logs. Default: discarded.
 	Logger logr.Logger
 }
+
+// ErrNoMirrorPod is returned (wrapped) by StatusSink.UpdatePodStatus for
+// a static pod whose mirror pod does not exist yet, or is an older
+// one: the status is to be retried once MirrorPods has made it.
+var ErrNoMirrorPod = errors.New("kube: the static pod has no mirror pod yet")
 
 // StatusSink is a status.Sink that writes pod statuses to the API server
 // through the pods/status subresource, as the kubelet's status manager
@@ -47,13 +71,20 @@ type StatusSinkConfig struct {
 // resourceClaimStatuses stay the API's, and so does qosClass when the
 // status has none; podIPs and hostIPs are filled from podIP and hostIP
 // when the status has only those, as the API server does. When the merge
-// changes nothing
-// the pod is not patched. The patch is a strategic merge patch carrying
-// the pod's UID, so it never lands on a new pod of the same name. Pods
-// that did not come from the API server (static pods, whose mirror pods
-// are not written yet) and pods gone from it are skipped without error.
+// changes nothing the pod is not patched. The patch is a strategic merge
+// patch carrying the pod's UID, so it never lands on a new pod of the
+// same name. Pods gone from the API server are skipped without error.
+// Static pods are written to their mirror pods when
+// StatusSinkConfig.MirrorPods is set, and skipped otherwise.
+//
+// With StatusSinkConfig.QPS set, UpdatePodStatus waits for a token of a
+// token bucket on StatusSinkConfig.Clock before it calls the API server,
+// so a burst of status changes (a node starting many pods) reaches the
+// API server at most at that rate; the status.Manager coalesces the
+// statuses of a pod meanwhile, so only the newest one is written.
 type StatusSink struct {
-	cfg StatusSinkConfig
+	cfg     StatusSinkConfig
+	limiter *rate.Limiter // nil: no limit
 
 	patched atomic.Int64
 	skipped atomic.Int64
@@ -72,10 +103,53 @@ func NewStatusSink(cfg StatusSinkConfig) (*StatusSink, error) {
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
+	if cfg.QPS < 0 || math.IsNaN(cfg.QPS) || math.IsInf(cfg.QPS, 0) {
+		return nil, fmt.Errorf("kube: StatusSinkConfig.QPS %v is not a rate", cfg.QPS)
+	}
+	if cfg.Burst < 0 {
+		return nil, fmt.Errorf("kube: StatusSinkConfig.Burst %d is negative", cfg.Burst)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	if cfg.Logger.GetSink() == nil {
 		cfg.Logger = logr.Discard()
 	}
-	return &StatusSink{cfg: cfg}, nil
+	s := &StatusSink{cfg: cfg}
+	if cfg.QPS > 0 {
+		if cfg.Burst == 0 {
+			cfg.Burst = max(1, int(math.Ceil(cfg.QPS)))
+			s.cfg.Burst = cfg.Burst
+		}
+		// The limiter is given the clock's time on every call, so it
+		// never reads the real clock itself.
+		s.limiter = rate.NewLimiter(rate.Limit(cfg.QPS), cfg.Burst)
+		s.limiter.AllowN(cfg.Clock.Now(), 0) // start its bucket full, at the clock's now
+	}
+	return s, nil
+}
+
+// wait takes a token of the rate limit, waiting on the clock; the error
+// is ctx's when it ends first.
+func (s *StatusSink) wait(ctx context.Context) error {
+	if s.limiter == nil {
+		return nil
+	}
+	now := s.cfg.Clock.Now()
+	r := s.limiter.ReserveN(now, 1)
+	d := r.DelayFrom(now)
+	if d <= 0 {
+		return nil
+	}
+	t := s.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		r.CancelAt(s.cfg.Clock.Now())
+		return ctx.Err()
+	}
 }
 
 // Patched returns how many statuses were patched. Safe for concurrent use.
@@ -89,20 +163,30 @@ func (s *StatusSink) Skipped() int64 { return s.skipped.Load() }
 // to the API server (a read and a patch). The error wraps the API
 // server's (apierrors classifies it); the status.Manager retries it.
 func (s *StatusSink) UpdatePodStatus(ctx context.Context, pod *v1.Pod, st v1.PodStatus) error {
-	if pod.Annotations[podsource.AnnotationConfigSource] != podsource.SourceAPI {
+	static := pod.Annotations[podsource.AnnotationConfigSource] != podsource.SourceAPI
+	if static && !s.cfg.MirrorPods {
 		return nil
+	}
+	if err := s.wait(ctx); err != nil {
+		return fmt.Errorf("kube: pod %s/%s status: rate limit: %w", pod.Namespace, pod.Name, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	pods := s.cfg.Client.CoreV1().Pods(pod.Namespace)
 	cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
+		if static {
+			return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, ErrNoMirrorPod)
+		}
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("kube: get pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	if cur.UID != pod.UID {
+	switch {
+	case static && (cur.Annotations[podsource.AnnotationConfigMirror] != staticHash(pod) || cur.DeletionTimestamp != nil):
+		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, ErrNoMirrorPod)
+	case !static && cur.UID != pod.UID:
 		return nil
 	}
 	merged := mergePodStatus(cur.Status, st)

@@ -1,7 +1,10 @@
 // Command node is a node agent started like the kubelet: it registers the
 // machine as a Node of a cluster, keeps the Node's status and Lease, runs
 // the pods the API server binds to it (and the static pods of
-// staticPodPath) on a CRI runtime, writes their statuses back, and
+// staticPodPath, which get mirror pods) on a CRI runtime, with the
+// configMaps, secrets and service-account tokens they refer to (in env
+// and volumes) read from the API server, writes
+// their statuses back, sends the node's and the pods' events, and
 // deletes a pod's object once a graceful deletion has stopped its
 // containers:
 //
@@ -77,6 +80,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -318,7 +322,15 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	defer rt.Close(context.Background())
 	log.Info("runtime ready", "endpoint", s.endpoint, "runtime", rt.RuntimeName(), "version", rt.RuntimeVersion())
 
-	podSource, err := kube.NewPodSource(kube.PodSourceConfig{Client: client, NodeName: name, Logger: log.WithName("pods")})
+	// Static pods get mirror pods in the API server, which carry their
+	// statuses; the pod source hands the mirror pods to them.
+	var mirrors *kube.MirrorPods
+	if s.staticPodPath != "" {
+		if mirrors, err = kube.NewMirrorPods(kube.MirrorPodsConfig{Client: client, NodeName: name, Logger: log.WithName("mirror")}); err != nil {
+			return err
+		}
+	}
+	podSource, err := kube.NewPodSource(kube.PodSourceConfig{Client: client, NodeName: name, MirrorPods: mirrors, Logger: log.WithName("pods")})
 	if err != nil {
 		return err
 	}
@@ -328,13 +340,25 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 		if err != nil {
 			return err
 		}
-		sources = append(sources, file)
+		sources = append(sources, mirrors.Source(file))
 	}
-	sink, err := kube.NewStatusSink(kube.StatusSinkConfig{Client: client, Logger: log.WithName("status")})
+	sink, err := kube.NewStatusSink(kube.StatusSinkConfig{Client: client, MirrorPods: mirrors != nil, Logger: log.WithName("status")})
 	if err != nil {
 		return err
 	}
 	deleter, err := kube.NewPodDeleter(kube.PodDeleterConfig{Client: client, Logger: log.WithName("delete")})
+	if err != nil {
+		return err
+	}
+	events, err := kube.NewEventRecorder(kube.EventRecorderConfig{Client: client, NodeName: name, Logger: log.WithName("events")})
+	if err != nil {
+		return err
+	}
+	objects, err := kube.NewObjects(kube.ObjectsConfig{Client: client, Logger: log.WithName("objects")})
+	if err != nil {
+		return err
+	}
+	tokens, err := kube.NewTokens(kube.TokensConfig{Client: client})
 	if err != nil {
 		return err
 	}
@@ -346,8 +370,10 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 		NodeName: name, NodeIPs: ipStrings,
 		RuntimeService: rt, ImageService: rt,
 		CRI: cri.Config{PodLogsDir: s.podLogsDir, PodsDir: filepath.Join(o.rootDir, "pods"),
-			ClusterDNS: s.clusterDNS, ClusterDomain: s.clusterDomain, ResolvConf: s.resolvConf},
-		Sources: sources, StatusSink: sink, PodTerminated: deleter.PodTerminated,
+			ClusterDNS: s.clusterDNS, ClusterDomain: s.clusterDomain, ResolvConf: s.resolvConf,
+			Objects: objects},
+		Tokens:  tokens,
+		Sources: sources, StatusSink: sink, PodTerminated: deleter.PodTerminated, Events: events.Event,
 		ResyncInterval: s.sync,
 		Listen:         s.listen,
 		Logger:         log.WithName("agent"), Server: srvCfg,
@@ -358,7 +384,7 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	node, err := kube.NewNode(kube.NodeConfig{
 		Client: client, Name: name, NodeIPs: ips, DaemonPort: s.port,
 		Taints: s.taints, MaxPods: s.maxPods, Reserved: s.reserved,
-		Runtime: rt, Health: a.Healthy,
+		Runtime: rt, Health: a.Healthy, Events: events.Event,
 		NodeStatusUpdateFrequency: s.statusUpdate, NodeStatusReportFrequency: s.report,
 		LeaseDuration: s.leaseDuration, LeaseRenewInterval: s.leaseDuration / 4,
 		Logger: log.WithName("node"),
@@ -368,7 +394,18 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// The helpers (events, objects, mirror pods) end with ctx and return
+	// nil; run returns once they have.
+	var helpers sync.WaitGroup
+	defer func() { cancel(); helpers.Wait() }()
+	helperRuns := []func(context.Context) error{events.Run, objects.Run}
+	if mirrors != nil {
+		helperRuns = append(helperRuns, mirrors.Run)
+	}
+	for _, r := range helperRuns {
+		helpers.Add(1)
+		go func() { defer helpers.Done(); _ = r(ctx) }()
+	}
 	agentDone, nodeDone := make(chan error, 1), make(chan error, 1)
 	go func() { agentDone <- a.Run(ctx) }()
 	if a.Addr() == "" {

@@ -26,9 +26,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/kube/kubetest"
+	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/runtime/fakecri"
 )
 
@@ -187,7 +189,9 @@ func freePort(t *testing.T) int {
 // the node's kubeconfig and fakecri on a unix socket against a real API
 // server: the Node registers with the configured taints, capacity and
 // Lease and turns Ready, a pod created on it runs and is Running and Ready
-// in the API server, a static pod of staticPodPath runs, a graceful
+// in the API server with env from a configMap, a static pod of
+// staticPodPath runs and has a mirror pod, the node's events reach the
+// API server, a graceful
 // deletion removes the pod object, and cancelling the context stops run
 // cleanly.
 func TestRunAgainstAPIServer(t *testing.T) {
@@ -305,11 +309,18 @@ resolvConf: ""
 		t.Errorf("lease duration %v, want nodeLeaseDurationSeconds 8", d)
 	}
 
-	if _, err := admin.CoreV1().Pods("default").Create(ctx, &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
-		Spec: v1.PodSpec{NodeName: name, Containers: []v1.Container{{Name: "c", Image: "busybox"}},
-			Tolerations: []v1.Toleration{{Key: "example.com/edge", Operator: v1.TolerationOpExists}}},
+	if _, err := admin.CoreV1().ConfigMaps("default").Create(ctx, &v1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: "default"}, Data: map[string]string{"mode": "edge"},
 	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	web, err := admin.CoreV1().Pods("default").Create(ctx, &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: v1.PodSpec{NodeName: name, Containers: []v1.Container{{Name: "c", Image: "busybox",
+			EnvFrom: []v1.EnvFromSource{{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}}}}}},
+			Tolerations: []v1.Toleration{{Key: "example.com/edge", Operator: v1.TolerationOpExists}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the pod Running and Ready in the API server", func() (bool, string) {
@@ -319,6 +330,39 @@ resolvConf: ""
 		}
 		ready := slices.ContainsFunc(p.Status.Conditions, func(c v1.PodCondition) bool { return c.Type == v1.PodReady && c.Status == v1.ConditionTrue })
 		return p.Status.Phase == v1.PodRunning && ready, fmt.Sprintf("phase %s, ready %v", p.Status.Phase, ready)
+	})
+
+	// The pod's env from the configMap, read with the node's identity.
+	cs, err := fake.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{cri.LabelPodUID: string(web.UID)}})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("containers of web: %v, %v", cs, err)
+	}
+	if out, _, err := fake.ExecSync(ctx, cs[0].Id, []string{"env"}, 5*time.Second); err != nil || !strings.Contains(string(out), "mode=edge\n") {
+		t.Errorf("env of web's container: %q, %v; want mode=edge from the configMap", out, err)
+	}
+
+	// The static pod's mirror pod carries its status, and the node's
+	// events reach the API server.
+	eventually(t, 30*time.Second, "the static pod's mirror pod Running", func() (bool, string) {
+		p, err := admin.CoreV1().Pods("kube-system").Get(ctx, "static-"+name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Annotations["kubernetes.io/config.mirror"] != "" && p.Status.Phase == v1.PodRunning, fmt.Sprintf("%v %s", p.Annotations, p.Status.Phase)
+	})
+	eventually(t, 30*time.Second, "the node's Starting event", func() (bool, string) {
+		list, err := admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range list.Items {
+			if e.InvolvedObject.Kind == "Node" && e.InvolvedObject.Name == name && e.Reason == "Starting" {
+				return true, ""
+			}
+			seen = append(seen, e.InvolvedObject.Kind+"/"+e.Reason)
+		}
+		return false, fmt.Sprint(seen)
 	})
 
 	// The agent's server on address:port: healthy, and the static pod runs.

@@ -1,0 +1,129 @@
+package kube_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/kube"
+	"github.com/nodekit/nodekit/podsource"
+)
+
+// TestStatusSinkMirrorPods checks that a static pod's status is written
+// to its mirror pod, and that a missing or outdated mirror pod makes an
+// error the status.Manager retries.
+func TestStatusSinkMirrorPods(t *testing.T) {
+	static := apiPod("kube-system", "etcd-n1", "h2", "n1", 0)
+	static.Annotations = map[string]string{podsource.AnnotationConfigSource: podsource.SourceFile, podsource.AnnotationConfigHash: "h2"}
+	mirror := apiPod("kube-system", "etcd-n1", "mirror-uid", "n1", 0)
+	mirror.Annotations = map[string]string{podsource.AnnotationConfigMirror: "h1"}
+	client := fake.NewClientset()
+	s, err := kube.NewStatusSink(kube.StatusSinkConfig{Client: client, MirrorPods: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.UpdatePodStatus(ctx, static, running("10.0.0.5")); !errors.Is(err, kube.ErrNoMirrorPod) {
+		t.Fatalf("no mirror pod: err = %v; want ErrNoMirrorPod", err)
+	}
+	if err := client.Tracker().Add(mirror); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdatePodStatus(ctx, static, running("10.0.0.5")); !errors.Is(err, kube.ErrNoMirrorPod) {
+		t.Fatalf("mirror pod of an older manifest: err = %v; want ErrNoMirrorPod", err)
+	}
+	mirror.Annotations[podsource.AnnotationConfigMirror] = "h2"
+	if err := client.Tracker().Update(v1.SchemeGroupVersion.WithResource("pods"), mirror, "kube-system"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdatePodStatus(ctx, static, running("10.0.0.5")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := client.Tracker().Get(v1.SchemeGroupVersion.WithResource("pods"), "kube-system", "etcd-n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := p.(*v1.Pod).Status; st.Phase != v1.PodRunning || st.PodIP != "10.0.0.5" {
+		t.Fatalf("mirror pod status = %+v; want the static pod's", st)
+	}
+
+	// Without MirrorPods, static pods are skipped as before.
+	plain := newSink(t, client)
+	before := len(client.Actions())
+	if err := plain.UpdatePodStatus(ctx, static, running("10.0.0.6")); err != nil || len(client.Actions()) != before {
+		t.Fatalf("sink without MirrorPods: err %v, %d calls; want nil, none", err, len(client.Actions())-before)
+	}
+}
+
+// TestStatusSinkRateLimit checks that with QPS 2 and Burst 3, three
+// statuses are written at once and the fourth waits half a second of the
+// clock.
+func TestStatusSinkRateLimit(t *testing.T) {
+	pod := apiPod("default", "web", "u1", "n1", 0)
+	client := fake.NewClientset(pod)
+	clk := clocktesting.NewFakeClock(t0)
+	s, err := kube.NewStatusSink(kube.StatusSinkConfig{Client: client, QPS: 2, Burst: 3, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 3 {
+		if err := s.UpdatePodStatus(ctx, sourced(pod), running("10.0.0."+string(rune('1'+i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Patched() != 3 {
+		t.Fatalf("patched %d within the burst, want 3", s.Patched())
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.UpdatePodStatus(ctx, sourced(pod), running("10.0.0.9")) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !clk.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("the fourth status did not wait on the clock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the fourth status went through at once: %v", err)
+	default:
+	}
+	clk.Step(499 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("the fourth status went through before 500ms: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	clk.Step(time.Millisecond)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fourth status still waits after 500ms")
+	}
+	if s.Patched() != 4 {
+		t.Fatalf("patched %d, want 4", s.Patched())
+	}
+
+	// A cancelled wait gives ctx's error and writes nothing.
+	cctx, cancel := context.WithCancel(ctx)
+	go func() { done <- s.UpdatePodStatus(cctx, sourced(pod), running("10.0.0.10")) }()
+	for !clk.HasWaiters() {
+		if time.Now().After(deadline.Add(10 * time.Second)) {
+			t.Fatal("the fifth status did not wait on the clock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) || s.Patched() != 4 {
+		t.Fatalf("cancelled wait: err %v, patched %d; want context.Canceled, 4", err, s.Patched())
+	}
+}
