@@ -310,10 +310,11 @@ func (m memoryDir) tearDown(dir string) error {
 	return removeDir(dir)
 }
 
-// removeDir removes dir and what is beneath it; os.RemoveAll never
-// follows a symlink, so nothing outside dir is touched.
+// removeDir removes dir and what is beneath it, following no symlink and
+// crossing no mount point (see removeAll), so nothing outside dir is
+// touched.
 func removeDir(dir string) error {
-	if err := os.RemoveAll(dir); err != nil {
+	if err := removeAll(dir); err != nil {
 		return fmt.Errorf("volumes: %w", err)
 	}
 	return nil

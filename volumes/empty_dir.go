@@ -90,7 +90,9 @@ func (e *EmptyDir) SetUp(_ context.Context, req *Request) (string, error) {
 }
 
 // TearDown implements Plugin: it unmounts a tmpfs mounted on dir and
-// removes dir with what it holds.
+// removes dir with what it holds, following no symlink and crossing no
+// mount point: a mount beneath dir (a container's bind mount) is left
+// in place, with its content, and TearDown fails naming it.
 func (e *EmptyDir) TearDown(_ context.Context, dir string) error {
 	st, err := os.Lstat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -110,7 +112,7 @@ func (e *EmptyDir) TearDown(_ context.Context, dir string) error {
 			}
 		}
 	}
-	return os.RemoveAll(dir)
+	return removeAll(dir)
 }
 
 // tmpfsSize is the size of a Memory emptyDir in bytes, 0 for unsized:

@@ -598,7 +598,7 @@ func (m *Manager) removeDirs(uid types.UID, orphan bool) error {
 			return fmt.Errorf("orphaned pod directory %s: %s is still mounted", podDir, mp.Path)
 		}
 	}
-	return os.RemoveAll(podDir)
+	return removeAll(podDir)
 }
 
 func leftOver(err error) error {

@@ -1,0 +1,142 @@
+package volumes
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// errMountBeneath is wrapped by removeAll when a mount point lies beneath
+// the directory it removes.
+var errMountBeneath = errors.New("a mount point lies beneath the directory")
+
+// removeAll removes dir and what lies beneath it. It never follows a
+// symlink (a symlink is removed, not its target) and never crosses into
+// another mount: a mount point beneath dir (a bind mount a container or
+// an administrator left there) is left as it is, with what it holds, and
+// removeAll returns an error naming it and wrapping errMountBeneath. The
+// directories are opened relative to their parent's descriptor with
+// O_NOFOLLOW, so an entry swapped for a symlink meanwhile is not
+// followed either. A missing dir is not an error.
+func removeAll(dir string) error {
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return os.Remove(dir)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	mnt, err := mountOf(fd)
+	if err != nil {
+		unix.Close(fd)
+		return &fs.PathError{Op: "statx", Path: dir, Err: err}
+	}
+	var errs []error
+	removeBeneath(fd, dir, mnt, &errs)
+	unix.Close(fd)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// removeBeneath removes the entries of the directory fd (at path p, for
+// errors) that lie on the mount mnt; it closes nothing it did not open.
+func removeBeneath(fd int, p string, mnt mountID, errs *[]error) {
+	names, err := readNames(fd)
+	if err != nil {
+		*errs = append(*errs, &fs.PathError{Op: "readdir", Path: p, Err: err})
+		return
+	}
+	for _, name := range names {
+		child := filepath.Join(p, name)
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if !errors.Is(err, unix.ENOENT) {
+				*errs = append(*errs, &fs.PathError{Op: "lstat", Path: child, Err: err})
+			}
+			continue
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			cfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				if !errors.Is(err, unix.ENOENT) {
+					*errs = append(*errs, &fs.PathError{Op: "open", Path: child, Err: err})
+				}
+				continue
+			}
+			cm, err := mountOf(cfd)
+			switch {
+			case err != nil:
+				*errs = append(*errs, &fs.PathError{Op: "statx", Path: child, Err: err})
+			case cm != mnt:
+				*errs = append(*errs, fmt.Errorf("%s is a mount point, left in place: %w", child, errMountBeneath))
+			default:
+				n := len(*errs)
+				removeBeneath(cfd, child, mnt, errs)
+				if len(*errs) == n {
+					if err := unix.Unlinkat(fd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+						*errs = append(*errs, &fs.PathError{Op: "rmdir", Path: child, Err: err})
+					}
+				}
+			}
+			unix.Close(cfd)
+			continue
+		}
+		if err := unix.Unlinkat(fd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			*errs = append(*errs, &fs.PathError{Op: "unlink", Path: child, Err: err})
+		}
+	}
+}
+
+// readNames lists the directory fd without closing it.
+func readNames(fd int) ([]string, error) {
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(dup), "")
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// mountID tells mounts apart: the kernel's mount ID where statx gives
+// it, else the device (which does not tell a bind mount of the same file
+// system apart).
+type mountID struct {
+	id, dev uint64
+}
+
+// mountOf is the mount the open file fd lies on.
+func mountOf(fd int) (mountID, error) {
+	var stx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &stx); err != nil {
+		if !errors.Is(err, unix.ENOSYS) {
+			return mountID{}, err
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return mountID{}, err
+		}
+		return mountID{dev: st.Dev}, nil
+	}
+	m := mountID{dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor)}
+	if stx.Mask&unix.STATX_MNT_ID != 0 {
+		m.id = stx.Mnt_id
+	}
+	return m, nil
+}
