@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -139,4 +140,135 @@ func mountOf(fd int) (mountID, error) {
 		m.id = stx.Mnt_id
 	}
 	return m, nil
+}
+
+// chownTree gives every entry beneath dir, and dir, the group gid, and
+// to every entry but symlinks the permission bits add(mode of the entry,
+// whether it is a directory) returns. It never follows a symlink, even
+// one swapped in for an entry while it works (it works on descriptors
+// opened relative to their parent with O_NOFOLLOW, and changes modes
+// through the descriptor), and does not descend into another mount.
+// Failures to change one entry go to fail and the walk goes on; an
+// unreadable dir ends it with its error.
+func chownTree(dir string, gid int, add func(mode fs.FileMode, isDir bool) fs.FileMode, fail func(path string, err error)) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(fd)
+	mnt, err := mountOf(fd)
+	if err != nil {
+		return &fs.PathError{Op: "statx", Path: dir, Err: err}
+	}
+	chownFd(fd, dir, gid, add, fail)
+	return chownBeneath(fd, dir, mnt, gid, add, fail)
+}
+
+// chownFd changes the open file fd (a directory or an O_PATH descriptor
+// of anything but a symlink).
+func chownFd(fd int, p string, gid int, add func(fs.FileMode, bool) fs.FileMode, fail func(string, error)) {
+	if err := unix.Fchownat(fd, "", -1, gid, unix.AT_EMPTY_PATH); err != nil {
+		fail(p, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		fail(p, err)
+		return
+	}
+	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+	mode := fs.FileMode(st.Mode & 0o777)
+	if st.Mode&unix.S_ISGID != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if st.Mode&unix.S_ISUID != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if st.Mode&unix.S_ISVTX != 0 {
+		mode |= fs.ModeSticky
+	}
+	want := mode | add(mode, isDir)
+	if want == mode {
+		return
+	}
+	bits := uint32(want.Perm())
+	if want&fs.ModeSetgid != 0 {
+		bits |= unix.S_ISGID
+	}
+	if want&fs.ModeSetuid != 0 {
+		bits |= unix.S_ISUID
+	}
+	if want&fs.ModeSticky != 0 {
+		bits |= unix.S_ISVTX
+	}
+	// fchmod does not take an O_PATH descriptor; its /proc/self/fd link
+	// names the very file it holds, whatever the path now resolves to.
+	if err := unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), bits); err != nil {
+		fail(p, err)
+	}
+}
+
+func chownBeneath(fd int, p string, mnt mountID, gid int, add func(fs.FileMode, bool) fs.FileMode, fail func(string, error)) error {
+	names, err := readNames(fd)
+	if err != nil {
+		return &fs.PathError{Op: "readdir", Path: p, Err: err}
+	}
+	for _, name := range names {
+		child := filepath.Join(p, name)
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if !errors.Is(err, unix.ENOENT) {
+				fail(child, err)
+			}
+			continue
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			if err := unix.Fchownat(fd, name, -1, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil && !errors.Is(err, unix.ENOENT) {
+				fail(child, err)
+			}
+			continue
+		}
+		flags := unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		}
+		cfd, err := unix.Openat(fd, name, flags, 0)
+		if err != nil {
+			// ELOOP, ENOTDIR: swapped for a symlink or a file since; left.
+			if !errors.Is(err, unix.ENOENT) {
+				fail(child, err)
+			}
+			continue
+		}
+		var cst unix.Stat_t
+		if err := unix.Fstat(cfd, &cst); err != nil {
+			fail(child, err)
+			unix.Close(cfd)
+			continue
+		}
+		if cst.Mode&unix.S_IFMT == unix.S_IFLNK {
+			unix.Close(cfd) // swapped for a symlink since the Fstatat
+			continue
+		}
+		if cst.Mode&unix.S_IFMT == unix.S_IFDIR {
+			cm, err := mountOf(cfd)
+			if err != nil || cm != mnt {
+				if err == nil {
+					err = fmt.Errorf("a mount point, not descended into: %w", errMountBeneath)
+				}
+				fail(child, err)
+				unix.Close(cfd)
+				continue
+			}
+			chownFd(cfd, child, gid, add, fail)
+			err = chownBeneath(cfd, child, mnt, gid, add, fail)
+			unix.Close(cfd)
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		chownFd(cfd, child, gid, add, fail)
+		unix.Close(cfd)
+	}
+	return nil
 }
