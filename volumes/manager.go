@@ -88,6 +88,7 @@ type volState struct {
 	touched  bool   // SetUp was called: TearDown is due once unwanted
 	hostPath string // what SetUp returned
 	busy     bool   // an operation runs
+	cancel   func() // cancels the running SetUp; nil when none runs
 	err      error  // the last operation's failure
 	backoff  time.Duration
 	retryAt  time.Time
@@ -234,7 +235,9 @@ func volumeType(v *v1.Volume) string {
 
 // RemovePod takes the pod out of the desired state: Run tears its
 // volumes down and removes its volume directory. Call it once the pod's
-// containers are gone; WaitForUnmount waits for the teardown. For a pod
+// containers are gone; WaitForUnmount waits for the teardown. A SetUp
+// of the pod's volumes still running has its ctx cancelled, so that a
+// plugin blocked on a getter does not hold the teardown back. For a pod
 // the manager does not know it looks for volumes on disk (left by an
 // earlier run, for a pod that ended before it) and tears those down.
 // It does not block but for that look.
@@ -259,6 +262,12 @@ func (m *Manager) RemovePod(uid types.UID) {
 	ps.errs, ps.badVols = nil, nil
 	for _, vs := range ps.vols {
 		vs.wanted = false
+		// A failed SetUp's error and back-off are no teardown's: the
+		// teardown starts at once.
+		vs.err, vs.backoff, vs.retryAt = nil, 0, time.Time{}
+		if vs.cancel != nil {
+			vs.cancel() // a SetUp still running (a getter that hangs) must not hold back the teardown
+		}
 	}
 	m.markDirty(uid)
 }
@@ -422,13 +431,17 @@ func (m *Manager) startSetUp(ctx context.Context, ps *podState, vs *volState) {
 	vs.busy, vs.touched, vs.refreshNow = true, true, false
 	req := &Request{Pod: ps.pod, Volume: vs.spec, Dir: vs.dir, Update: vs.mounted}
 	plugin, attrs := vs.plugin, vs.attrs
+	ctx, cancel := context.WithCancel(ctx)
+	vs.cancel = cancel
 	m.ops.Add(1)
 	go func() {
 		defer m.ops.Done()
+		defer cancel()
 		start := m.cfg.Clock.Now()
 		hostPath, err := m.setUp(ctx, req, plugin, attrs)
 		m.metrics.observe(plugin.Name(), "volume_mount", err, m.cfg.Clock.Since(start))
 		m.mu.Lock()
+		vs.cancel = nil
 		ev := m.finishSetUp(ps, vs, hostPath, err)
 		m.mu.Unlock()
 		if ev != nil {
@@ -466,6 +479,12 @@ func (m *Manager) finishSetUp(ps *podState, vs *volState, hostPath string, err e
 	now := m.cfg.Clock.Now()
 	vs.busy = false
 	defer m.markDirty(ps.uid)
+	if err != nil && !vs.wanted {
+		// The pod was removed meanwhile (its SetUp cancelled): the
+		// teardown is next, at once.
+		m.log.V(2).Info("volume set-up of a removed pod ended", "pod", ps.name(), "podUID", ps.uid, "volume", vs.spec.Name, "err", err)
+		return nil
+	}
 	if err != nil {
 		vs.err = fmt.Errorf("%s: %w", vs.field, err)
 		vs.backoff = nextBackoff(vs.backoff)

@@ -17,6 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/volumes"
+	"github.com/nodekit/nodekit/volumes/volumestest"
 )
 
 // harness is a Manager running on a fake clock and a fake mounter, over
@@ -605,5 +606,47 @@ func TestRemovePodOfAPodOfAnEarlierRun(t *testing.T) {
 	}
 	if !exists(podDir) || h.m.PodVolumesExist("ended") {
 		t.Fatal("want the pod's directory kept and no volume left")
+	}
+}
+
+// A pod removed while a SetUp of its volume hangs (a getter that never
+// answers) is torn down all the same: the SetUp is cancelled, no
+// FailedMount is sent for the removed pod, and the teardown starts at
+// once rather than after a back-off.
+func TestRemovePodCancelsAHungSetUp(t *testing.T) {
+	fake := volumestest.New("example.com/hang", func(v *v1.Volume) bool { return v.GitRepo != nil }, volumes.Attributes{Refresh: true})
+	h := newHarness(t, fake)
+	release := fake.Hold()
+	defer release()
+	pod := podWith("hung", []v1.Volume{gitRepo("src")}, mountOf("src"))
+	h.m.AddPod(pod)
+	h.eventually(0, func() bool { return len(fake.SetUps()) == 1 })
+	h.m.RemovePod(pod.UID)
+	if err := h.waitUnmount(pod.UID); err != nil {
+		t.Fatalf("WaitForUnmount with a hung SetUp: %v", err)
+	}
+	if h.m.PodVolumesExist(pod.UID) {
+		t.Fatal("the pod still has volumes")
+	}
+	if ev := h.eventList(); len(ev) != 0 {
+		t.Fatalf("events for a removed pod's cancelled SetUp: %q", ev)
+	}
+}
+
+// A volume whose SetUp failed is torn down at once when its pod is
+// removed, and WaitForUnmount does not report the SetUp's error as the
+// teardown's.
+func TestRemovePodAfterAFailedSetUp(t *testing.T) {
+	fake := volumestest.New("example.com/fail", func(v *v1.Volume) bool { return v.GitRepo != nil }, volumes.Attributes{})
+	h := newHarness(t, fake)
+	fake.Fail(errors.New("no such repository"))
+	pod := podWith("failed", []v1.Volume{gitRepo("src")}, mountOf("src"))
+	h.m.AddPod(pod)
+	if err := h.wait(pod); err == nil || !strings.Contains(err.Error(), "no such repository") {
+		t.Fatalf("WaitForAttachAndMount: %v, want the SetUp's error", err)
+	}
+	h.m.RemovePod(pod.UID)
+	if err := h.waitUnmount(pod.UID); err != nil {
+		t.Fatalf("WaitForUnmount after a failed SetUp: %v", err)
 	}
 }
