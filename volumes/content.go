@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
@@ -202,34 +201,30 @@ func volumeField(v *v1.Volume, source string) string {
 // switched in, as the kubelet does, so that a container running as
 // another user can read every file the moment it appears: each entry
 // gets the group, files group read and directories group read and
-// search plus setgid. Symlinks are not followed.
+// search plus setgid. It never follows a symlink (see chownTree), and
+// fails on the first entry it cannot change.
 func applyFSGroup(pod *v1.Pod) func(string) error {
 	sc := pod.Spec.SecurityContext
 	if sc == nil || sc.FSGroup == nil {
 		return nil
 	}
 	gid := int(*sc.FSGroup)
+	add := func(_ fs.FileMode, isDir bool) fs.FileMode {
+		if isDir {
+			return groupRO | groupExec | fs.ModeSetgid
+		}
+		return groupRO
+	}
 	return func(genDir string) error {
-		err := filepath.WalkDir(genDir, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
+		var first error
+		err := chownTree(genDir, gid, add, func(p string, err error) {
+			if first == nil {
+				first = &fs.PathError{Op: "fsGroup", Path: p, Err: err}
 			}
-			if err := os.Lchown(p, -1, gid); err != nil {
-				return err
-			}
-			if d.Type()&fs.ModeSymlink != 0 {
-				return nil
-			}
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			mask := os.FileMode(0o440)
-			if d.IsDir() {
-				mask |= 0o110 | os.ModeSetgid
-			}
-			return os.Chmod(p, info.Mode()&(os.ModePerm|os.ModeSetgid)|mask)
 		})
+		if err == nil {
+			err = first
+		}
 		if err != nil {
 			return fmt.Errorf("volumes: fsGroup %d: %w", gid, err)
 		}

@@ -10,11 +10,23 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// A container that swaps a directory of its emptyDir for a symlink to a
-// host directory while the fsGroup walk runs does not get the host's
-// files changed: the walk works on descriptors, not on paths resolved
-// again.
+// A container that swaps a directory of its emptyDir (or of a content
+// volume it may write to) for a symlink to a host directory while the
+// fsGroup walk runs does not get the host's files changed: the walks
+// work on descriptors, not on paths resolved again.
 func TestFSGroupWalkResistsASwappedSymlink(t *testing.T) {
+	g := int64(4321)
+	pod := &v1.Pod{Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{FSGroup: &g}}}
+	walks := map[string]func(dir string){
+		"managed volume": func(dir string) { _ = setOwnership(pod, dir, false, func(string, error) {}) },
+		"new generation": func(dir string) { _ = applyFSGroup(pod)(dir) },
+	}
+	for name, walk := range walks {
+		t.Run(name, func(t *testing.T) { checkSwapResisted(t, walk) })
+	}
+}
+
+func checkSwapResisted(t *testing.T, walk func(dir string)) {
 	if os.Geteuid() != 0 {
 		t.Skip("changing a file's group needs root")
 	}
@@ -34,8 +46,6 @@ func TestFSGroupWalkResistsASwappedSymlink(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(vol, "link")); err != nil {
 		t.Fatal(err)
 	}
-	g := int64(4321)
-	pod := &v1.Pod{Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{FSGroup: &g}}}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -54,7 +64,7 @@ func TestFSGroupWalkResistsASwappedSymlink(t *testing.T) {
 		}
 	}()
 	for range 3000 {
-		_ = setOwnership(pod, vol, false, func(string, error) {})
+		walk(vol)
 	}
 	close(stop)
 	wg.Wait()
