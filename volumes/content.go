@@ -85,9 +85,6 @@ func fileMode(m *int32, def os.FileMode) (os.FileMode, error) {
 
 func optional(b *bool) bool { return b != nil && *b }
 
-// podName is namespace/name for errors.
-func podName(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
-
 // keyedData is the data of a configMap or secret, with a way to name
 // where each key came from.
 type keyedData struct {
@@ -151,13 +148,17 @@ func (p *payload) addKeys(field string, d keyedData, items []v1.KeyToPath, defMo
 	return nil
 }
 
-// notFound is the error for a missing object a volume needs.
-func notFound(req *Request, kind, name string, err error) error {
-	if !errors.Is(err, runtime.ErrNotFound) {
-		err = fmt.Errorf("%w: %w", runtime.ErrNotFound, err)
-	}
-	return fmt.Errorf("pod %s volume %q: %s %s/%s: %w", podName(req.Pod), req.Volume.Name, kind, req.Pod.Namespace, name, err)
+// notFoundError is the kubelet's error for a missing object a volume
+// needs, `configmap "settings" not found`; it wraps the getter's error
+// (and so runtime.ErrNotFound).
+type notFoundError struct {
+	kind, name string
+	err        error
 }
+
+func (e *notFoundError) Error() string { return fmt.Sprintf("%s %q not found", e.kind, e.name) }
+
+func (e *notFoundError) Unwrap() []error { return []error{runtime.ErrNotFound, e.err} }
 
 // getConfigMap fetches a configMap a volume refers to; a missing optional
 // one is an empty configMap.
@@ -171,9 +172,9 @@ func getConfigMap(ctx context.Context, g ObjectGetter, req *Request, name string
 		cm.Namespace, cm.Name = req.Pod.Namespace, name
 		return cm, nil
 	case errors.Is(err, runtime.ErrNotFound):
-		return nil, notFound(req, "configMap", name, err)
+		return nil, &notFoundError{"configmap", name, err}
 	}
-	return nil, fmt.Errorf("pod %s volume %q: get configMap %s/%s: %w", podName(req.Pod), req.Volume.Name, req.Pod.Namespace, name, err)
+	return nil, fmt.Errorf("get configmap %q: %w", name, err)
 }
 
 // getSecret is getConfigMap for secrets.
@@ -187,9 +188,9 @@ func getSecret(ctx context.Context, g ObjectGetter, req *Request, name string, o
 		s.Namespace, s.Name = req.Pod.Namespace, name
 		return s, nil
 	case errors.Is(err, runtime.ErrNotFound):
-		return nil, notFound(req, "secret", name, err)
+		return nil, &notFoundError{"secret", name, err}
 	}
-	return nil, fmt.Errorf("pod %s volume %q: get secret %s/%s: %w", podName(req.Pod), req.Volume.Name, req.Pod.Namespace, name, err)
+	return nil, fmt.Errorf("get secret %q: %w", name, err)
 }
 
 // volumeField is the field path of a volume source ("spec.volumes[cfg].configMap").
