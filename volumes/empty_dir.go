@@ -36,7 +36,9 @@ type EmptyDir struct {
 var _ Plugin = (*EmptyDir)(nil)
 
 // NewEmptyDir returns the emptyDir plugin, mounting tmpfs through
-// mounter.
+// mounter. With a nil mounter (an agent that may not mount) a Memory
+// emptyDir fails to set up with an error saying so, as the kubelet's
+// does; other emptyDirs work.
 func NewEmptyDir(mounter mount.Interface) *EmptyDir { return &EmptyDir{mounter: mounter} }
 
 // Name implements Plugin.
@@ -57,6 +59,9 @@ func (e *EmptyDir) SetUp(_ context.Context, req *Request) (string, error) {
 	case v1.StorageMediumDefault, v1.StorageMediumMemory:
 	default:
 		return "", fmt.Errorf("emptyDir medium %q is not supported", medium)
+	}
+	if medium == v1.StorageMediumMemory && e.mounter == nil {
+		return "", errors.New("memory storage requested, but no mounter is configured")
 	}
 	if err := os.MkdirAll(req.Dir, emptyDirPerm); err != nil {
 		return "", err
@@ -101,7 +106,7 @@ func (e *EmptyDir) TearDown(_ context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	if st.IsDir() {
+	if st.IsDir() && e.mounter != nil {
 		notMnt, err := e.mounter.IsLikelyNotMountPoint(dir)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
