@@ -151,10 +151,25 @@ func (m *Manager) AddPod(pod *v1.Pod) {
 	m.markDirty(pod.UID)
 }
 
+// validDirName reports whether s can name a directory beneath another
+// without leaving it: one path element, not "." or "..". Pod UIDs and
+// volume names become directory names.
+func validDirName(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/\x00")
+}
+
 // desire computes the volumes ps.pod wants.
 func (m *Manager) desire(ps *podState) {
 	pod := ps.pod
 	name := pod.Namespace + "/" + pod.Name
+	if !validDirName(string(ps.uid)) {
+		ps.errs = append(ps.errs, fmt.Sprintf("pod %s: metadata.uid: %q cannot name the pod's directory", name, ps.uid))
+		for i := range pod.Spec.Volumes {
+			ps.badVols = append(ps.badVols, pod.Spec.Volumes[i].Name)
+		}
+		slices.Sort(ps.badVols)
+		return
+	}
 	used := map[string]bool{}
 	mounts := func(field string, vms []v1.VolumeMount) {
 		for j, vm := range vms {
@@ -188,6 +203,11 @@ func (m *Manager) desire(ps *podState) {
 		}
 		if _, dup := ps.vols[v.Name]; dup && ps.vols[v.Name].wanted {
 			continue // the first of the name counts
+		}
+		if !validDirName(v.Name) {
+			ps.badVols = append(ps.badVols, v.Name)
+			ps.errs = append(ps.errs, fmt.Sprintf("pod %s: spec.volumes[%d].name: %q cannot name the volume's directory", name, i, v.Name))
+			continue
 		}
 		p := m.findPlugin(v)
 		if p == nil {
@@ -245,6 +265,9 @@ func (m *Manager) RemovePod(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ps := m.pods[uid]
+	if ps == nil && !validDirName(string(uid)) {
+		return
+	}
 	if ps == nil {
 		m.mu.Unlock()
 		vols := m.scanVolumes(uid)
@@ -389,6 +412,11 @@ func (m *Manager) step(ctx context.Context, ps *podState, now time.Time) {
 		}
 	}
 	if ps.wanted || len(ps.vols) > 0 {
+		return
+	}
+	if !validDirName(string(ps.uid)) {
+		delete(m.pods, ps.uid) // it never had a directory
+		m.notify()
 		return
 	}
 	if now.Before(ps.retryAt) {
@@ -786,6 +814,9 @@ func (m *Manager) PodVolumesExist(uid types.UID) bool {
 	m.mu.Unlock()
 	if ps != nil {
 		return true
+	}
+	if !validDirName(string(uid)) {
+		return false
 	}
 	_, err := os.Lstat(filepath.Join(m.podDir(uid), "volumes"))
 	return err == nil

@@ -650,3 +650,43 @@ func TestRemovePodAfterAFailedSetUp(t *testing.T) {
 		t.Fatalf("WaitForUnmount after a failed SetUp: %v", err)
 	}
 }
+
+// A pod UID or a volume name that would lead out of the pods directory
+// (an embedder's pod that no podsource validated) is bad input: an error
+// naming the pod and the field, and nothing made or removed outside.
+func TestUIDAndVolumeNamesStayInThePodsDir(t *testing.T) {
+	h := newHarness(t)
+	outside := filepath.Dir(h.podsDir)
+	bad := podWith("baduid", []v1.Volume{emptyDir("cache")}, mountOf("cache"))
+	bad.UID = "../escape"
+	h.m.AddPod(bad)
+	err := h.wait(bad)
+	if err == nil || !strings.Contains(err.Error(), `pod default/baduid: metadata.uid: "../escape" cannot name the pod's directory`) {
+		t.Fatalf("a pod UID with '..': %v", err)
+	}
+	badVol := podWith("badvol", []v1.Volume{emptyDir("../../../vol"), emptyDir("ok")}, mountOf("../../../vol"), mountOf("ok"))
+	h.m.AddPod(badVol)
+	err = h.wait(badVol)
+	if err == nil || !strings.Contains(err.Error(), `pod default/badvol: spec.volumes[0].name: "../../../vol" cannot name the volume's directory`) {
+		t.Fatalf("a volume name with '..': %v", err)
+	}
+	h.eventually(0, func() bool { _, err := h.m.HostPath(badVol, "ok"); return err == nil })
+	for _, p := range []string{filepath.Join(outside, "escape"), filepath.Join(outside, "vol"), filepath.Join(h.podsDir, "vol")} {
+		if exists(p) {
+			t.Errorf("%s was made outside the pod's directory", p)
+		}
+	}
+	// Something of that name outside is left alone by a removal.
+	planted := filepath.Join(outside, "escape", "volumes", "kubernetes.io~empty-dir", "x")
+	if err := os.MkdirAll(planted, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h.m.RemovePod(bad.UID)
+	if err := h.waitUnmount(bad.UID); err != nil {
+		t.Fatal(err)
+	}
+	h.m.RemovePod("../other")
+	if !exists(planted) {
+		t.Fatal("the removal of a pod with a bad UID removed a directory outside the pods directory")
+	}
+}
