@@ -89,6 +89,7 @@ type volState struct {
 	hostPath string // what SetUp returned
 	busy     bool   // an operation runs
 	cancel   func() // cancels the running SetUp; nil when none runs
+	canceled bool   // RemovePod cancelled the running SetUp
 	err      error  // the last operation's failure
 	backoff  time.Duration
 	retryAt  time.Time
@@ -290,6 +291,7 @@ func (m *Manager) RemovePod(uid types.UID) {
 		vs.err, vs.backoff, vs.retryAt = nil, 0, time.Time{}
 		if vs.cancel != nil {
 			vs.cancel() // a SetUp still running (a getter that hangs) must not hold back the teardown
+			vs.canceled = true
 		}
 	}
 	m.markDirty(uid)
@@ -507,9 +509,12 @@ func (m *Manager) finishSetUp(ps *podState, vs *volState, hostPath string, err e
 	now := m.cfg.Clock.Now()
 	vs.busy = false
 	defer m.markDirty(ps.uid)
-	if err != nil && !vs.wanted {
+	canceled := vs.canceled
+	vs.canceled = false
+	if err != nil && (!vs.wanted || canceled) {
 		// The pod was removed meanwhile (its SetUp cancelled): the
-		// teardown is next, at once.
+		// teardown is next, at once; or it was added again since, and
+		// the SetUp starts again at once.
 		m.log.V(2).Info("volume set-up of a removed pod ended", "pod", ps.name(), "podUID", ps.uid, "volume", vs.spec.Name, "err", err)
 		return nil
 	}

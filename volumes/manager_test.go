@@ -690,3 +690,24 @@ func TestUIDAndVolumeNamesStayInThePodsDir(t *testing.T) {
 		t.Fatal("the removal of a pod with a bad UID removed a directory outside the pods directory")
 	}
 }
+
+// A pod removed while its SetUp runs and added again at once (a static
+// pod's manifest put back: the same UID) has its volume set up without a
+// FailedMount for the cancelled SetUp.
+func TestRemovedDuringSetUpAndAddedAgain(t *testing.T) {
+	fake := volumestest.New("example.com/hang", func(v *v1.Volume) bool { return v.GitRepo != nil }, volumes.Attributes{})
+	h := newHarness(t, fake)
+	release := fake.Hold()
+	pod := podWith("again", []v1.Volume{gitRepo("src")}, mountOf("src"))
+	h.m.AddPod(pod)
+	h.eventually(0, func() bool { return len(fake.SetUps()) == 1 })
+	h.m.RemovePod(pod.UID)
+	h.m.AddPod(pod)
+	release()
+	if err := h.wait(pod); err != nil {
+		t.Fatalf("WaitForAttachAndMount after the pod came back: %v", err)
+	}
+	if ev := h.eventList(); len(ev) != 0 {
+		t.Fatalf("events: %q, want none", ev)
+	}
+}
