@@ -128,9 +128,11 @@ func New(cfg Config) (*Manager, error) {
 // AddPod puts the pod in the desired state: the volumes its containers
 // (init, regular and ephemeral) mount are set up by Run. Volumes no
 // container mounts are left alone, as the kubelet does. A volumeMount
-// naming no volume of the pod, and a volume no plugin supports, are
-// errors WaitForAttachAndMount returns, naming the pod and the field; the
-// pod's other volumes are set up all the same. A pod already added keeps
+// naming no volume of the pod, a volume no plugin supports, and a volume
+// name that is not one path element are errors WaitForAttachAndMount
+// returns, naming the pod and the field; the pod's other volumes are set
+// up all the same. A UID that is not one path element (it names the
+// pod's directory) leaves every volume of the pod unset, with an error. A pod already added keeps
 // the volumes it had (a pod's volumes do not change for its UID) and only
 // its spec is replaced, for plugins that show pod fields. The caller must
 // not modify pod afterwards. It does not block.
