@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/volumes"
@@ -45,5 +46,34 @@ func TestFSGroupStaysInTheVolume(t *testing.T) {
 	}
 	if gid, _ := owner(t, filepath.Join(dir, "link")); gid != 4321 {
 		t.Fatalf("the symlink itself has group %d, want 4321", gid)
+	}
+}
+
+// Special files and files nobody may read take the fsGroup too.
+func TestFSGroupOnSpecialFiles(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("changing a file's group needs root")
+	}
+	h := newHarness(t)
+	pod := fsGroupPod("special", nil, emptyDir("cache"))
+	pod.UID = types.UID("uid-special")
+	dir := volumes.VolumeDir(filepath.Join(h.podsDir, string(pod.UID)), volumes.EmptyDirPluginName, "cache")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "secret"), nil, 0o000); err != nil {
+		t.Fatal(err)
+	}
+	h.m.AddPod(pod)
+	if err := h.wait(pod); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]os.FileMode{"fifo": 0o660, "secret": 0o660} {
+		if gid, mode := owner(t, filepath.Join(dir, name)); gid != 4321 || mode.Perm() != want {
+			t.Errorf("%s: group %d mode %v, want 4321 and %v", name, gid, mode.Perm(), want)
+		}
 	}
 }

@@ -160,13 +160,13 @@ func chownTree(dir string, gid int, add func(mode fs.FileMode, isDir bool) fs.Fi
 	if err != nil {
 		return &fs.PathError{Op: "statx", Path: dir, Err: err}
 	}
-	chownFd(fd, dir, gid, add, fail)
+	chownFd(fd, false, dir, gid, add, fail)
 	return chownBeneath(fd, dir, mnt, gid, add, fail)
 }
 
-// chownFd changes the open file fd (a directory or an O_PATH descriptor
-// of anything but a symlink).
-func chownFd(fd int, p string, gid int, add func(fs.FileMode, bool) fs.FileMode, fail func(string, error)) {
+// chownFd changes the open file fd, a directory or a regular file opened
+// for reading, or (pathOnly) an O_PATH descriptor of a special file.
+func chownFd(fd int, pathOnly bool, p string, gid int, add func(fs.FileMode, bool) fs.FileMode, fail func(string, error)) {
 	if err := unix.Fchownat(fd, "", -1, gid, unix.AT_EMPTY_PATH); err != nil {
 		fail(p, err)
 	}
@@ -200,9 +200,16 @@ func chownFd(fd int, p string, gid int, add func(fs.FileMode, bool) fs.FileMode,
 	if want&fs.ModeSticky != 0 {
 		bits |= unix.S_ISVTX
 	}
-	// fchmod does not take an O_PATH descriptor; its /proc/self/fd link
-	// names the very file it holds, whatever the path now resolves to.
-	if err := unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), bits); err != nil {
+	var err error
+	if pathOnly {
+		// fchmod does not take an O_PATH descriptor; its /proc/self/fd
+		// link names the very file it holds, whatever the path now
+		// resolves to.
+		err = unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), bits)
+	} else {
+		err = unix.Fchmod(fd, bits)
+	}
+	if err != nil {
 		fail(p, err)
 	}
 }
@@ -227,11 +234,22 @@ func chownBeneath(fd int, p string, mnt mountID, gid int, add func(fs.FileMode, 
 			}
 			continue
 		}
-		flags := unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
-		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		// Directories and regular files are opened for reading (no side
+		// effect), special files (a FIFO, a device) only as a path.
+		flags, pathOnly := unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, true
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			flags, pathOnly = unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, false
+		case unix.S_IFREG:
+			flags, pathOnly = unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_NOFOLLOW|unix.O_CLOEXEC, false
 		}
 		cfd, err := unix.Openat(fd, name, flags, 0)
+		if errors.Is(err, unix.EACCES) && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			// Not readable by the agent (which runs without root):
+			// as a path then.
+			flags, pathOnly = unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, true
+			cfd, err = unix.Openat(fd, name, flags, 0)
+		}
 		if err != nil {
 			// ELOOP, ENOTDIR: swapped for a symlink or a file since; left.
 			if !errors.Is(err, unix.ENOENT) {
@@ -245,8 +263,8 @@ func chownBeneath(fd int, p string, mnt mountID, gid int, add func(fs.FileMode, 
 			unix.Close(cfd)
 			continue
 		}
-		if cst.Mode&unix.S_IFMT == unix.S_IFLNK {
-			unix.Close(cfd) // swapped for a symlink since the Fstatat
+		if cst.Mode&unix.S_IFMT == unix.S_IFLNK || cst.Mode&unix.S_IFMT != st.Mode&unix.S_IFMT {
+			unix.Close(cfd) // swapped for something else since the Fstatat
 			continue
 		}
 		if cst.Mode&unix.S_IFMT == unix.S_IFDIR {
@@ -259,7 +277,7 @@ func chownBeneath(fd int, p string, mnt mountID, gid int, add func(fs.FileMode, 
 				unix.Close(cfd)
 				continue
 			}
-			chownFd(cfd, child, gid, add, fail)
+			chownFd(cfd, false, child, gid, add, fail)
 			err = chownBeneath(cfd, child, mnt, gid, add, fail)
 			unix.Close(cfd)
 			if err != nil {
@@ -267,7 +285,7 @@ func chownBeneath(fd int, p string, mnt mountID, gid int, add func(fs.FileMode, 
 			}
 			continue
 		}
-		chownFd(cfd, child, gid, add, fail)
+		chownFd(cfd, pathOnly, child, gid, add, fail)
 		unix.Close(cfd)
 	}
 	return nil
