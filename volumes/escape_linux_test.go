@@ -96,3 +96,26 @@ func TestContentTearDownCrossesNoMountPoint(t *testing.T) {
 		t.Fatal("the configMap teardown removed a host file through a bind mount")
 	}
 }
+
+// A host directory bind-mounted on the volume directory itself (the
+// same file system, so no device tells it apart) is not emptied by the
+// teardown of a plugin that mounts nothing there itself (configMap) or
+// has no mounter.
+func TestTearDownOfABindMountedVolumeDir(t *testing.T) {
+	objs := objectsWith(cm("cfg", map[string]string{"k": "v"}))
+	plugins := map[string]volumes.Plugin{"configMap": configMapPlugin(t, objs), "emptyDir without a mounter": volumes.NewEmptyDir(nil)}
+	for name, p := range plugins {
+		t.Run(name, func(t *testing.T) {
+			outside, keep := outsideDir(t)
+			dir := filepath.Join(t.TempDir(), "vol")
+			bindMount(t, outside, dir)
+			err := p.TearDown(context.Background(), dir)
+			if err == nil || !strings.Contains(err.Error(), dir+" is a mount point") {
+				t.Errorf("TearDown of a bind-mounted volume directory: %v, want an error naming it", err)
+			}
+			if !exists(keep) {
+				t.Error("the teardown removed the host's file through a bind mount on the volume directory")
+			}
+		})
+	}
+}

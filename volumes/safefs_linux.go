@@ -43,6 +43,16 @@ func removeAll(dir string) error {
 		unix.Close(fd)
 		return &fs.PathError{Op: "statx", Path: dir, Err: err}
 	}
+	// dir itself must lie on its parent's mount: one still mounted on it
+	// (a bind mount of a host directory, which a device comparison does
+	// not tell from a plain directory) is not emptied.
+	if pm, err := pathMount(filepath.Dir(dir)); err != nil || pm != mnt {
+		unix.Close(fd)
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%s is a mount point, left in place: %w", dir, errMountBeneath)
+	}
 	var errs []error
 	removeBeneath(fd, dir, mnt, &errs)
 	unix.Close(fd)
@@ -120,6 +130,20 @@ func readNames(fd int) ([]string, error) {
 // system apart).
 type mountID struct {
 	id, dev uint64
+}
+
+// pathMount is the mount the directory p lies on.
+func pathMount(p string) (mountID, error) {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return mountID{}, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	m, err := mountOf(fd)
+	if err != nil {
+		return mountID{}, &fs.PathError{Op: "statx", Path: p, Err: err}
+	}
+	return m, nil
 }
 
 // mountOf is the mount the open file fd lies on.
