@@ -321,6 +321,8 @@ func TestConfigMapMissingIsReportedAsTheKubeletDoes(t *testing.T) {
 		t.Errorf("WaitForAttachAndMount: %v\nwant %s", err, want)
 	}
 	wantEv := []string{`web Warning FailedMount MountVolume.SetUp failed for volume "cfg" : configmap "settings" not found`}
+	// The event is sent just after the state WaitForAttachAndMount saw.
+	h.eventually(0, func() bool { return len(h.eventList()) > 0 })
 	if ev := h.eventList(); !slices.Equal(ev, wantEv) {
 		t.Errorf("events %q\nwant %q", ev, wantEv)
 	}
