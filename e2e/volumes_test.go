@@ -11,11 +11,13 @@ import (
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/volumes"
+	"github.com/nodekit/nodekit/volumes/volumestest"
 )
 
 // TestVolumesOnContainerd runs the agent on the e2e containerd with one
@@ -282,5 +284,152 @@ spec:
 	}
 	if b, err := os.ReadFile(file); err != nil || string(b) != "one\n" {
 		t.Fatalf("the emptyDir after the restart: %q, %v; want what the container wrote", b, err)
+	}
+}
+
+// TestContentVolumesOnContainerd runs a pod with a configMap volume and
+// a projected volume like the API server's kube-api-access (a
+// service-account token and the namespace) on the e2e containerd. A
+// container cats the configMap's file into an emptyDir the test reads:
+// the content is there, and an update of the configMap shows in the
+// container within the volume manager's sync period (1s here, 1 min by
+// default). Another container reports the token file's mode and group
+// (0640 and the fsGroup: the kubelet writes a token 0600 when the pod
+// has an fsGroup, which then gets group read), the token and the
+// namespace file.
+func TestContentVolumesOnContainerd(t *testing.T) {
+	client, image := dialContainerd(t)
+	dir := t.TempDir()
+	manifests := filepath.Join(dir, "manifests")
+	if err := os.Mkdir(manifests, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	podsDir := filepath.Join(dir, "pods")
+	const ns = "e2e-content"
+	doc := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: content, namespace: %s}
+spec:
+  hostNetwork: true
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 1
+  serviceAccountName: app
+  securityContext: {fsGroup: 2000}
+  volumes:
+  - {name: cfg, configMap: {name: settings}}
+  - {name: out, emptyDir: {}}
+  - name: sa
+    projected:
+      sources:
+      - serviceAccountToken: {path: token, expirationSeconds: 3600}
+      - downwardAPI: {items: [{path: namespace, fieldRef: {fieldPath: metadata.namespace}}]}
+  containers:
+  - name: watch
+    image: %[2]s
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do cat /cfg/greeting > /out/seen.tmp; mv /out/seen.tmp /out/seen; sleep 0.2; done"]
+    volumeMounts: [{name: cfg, mountPath: /cfg}, {name: out, mountPath: /out}]
+  - name: token
+    image: %[2]s
+    command: ["sh", "-c", "d=/var/run/secrets/kubernetes.io/serviceaccount; { stat -L -c '%%a %%g' $d/token; cat $d/namespace; echo; cat $d/token; } > /dev/termination-log"]
+    volumeMounts: [{name: sa, mountPath: /var/run/secrets/kubernetes.io/serviceaccount, readOnly: true}]
+`, ns, image)
+	if err := os.WriteFile(filepath.Join(manifests, "content.yaml"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objs := &volumes.Objects{}
+	settings := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}, Data: map[string]string{"greeting": "hello"}}
+	objs.SetConfigMap(settings)
+	vm, err := volumes.New(volumes.Config{
+		PodsDir:    podsDir,
+		Plugins:    volumes.DefaultPlugins(volumes.PluginConfig{Objects: objs, Tokens: &volumestest.Tokens{}}),
+		SyncPeriod: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := "e2e-content"
+	src, err := podsource.NewFile(podsource.FileConfig{Dir: manifests, NodeName: node, Period: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agent.New(agent.Config{
+		NodeName: node, NodeIPs: []string{"127.0.0.1"}, RuntimeService: client, ImageService: client,
+		Sources: []podsource.Source{src}, HousekeepingPeriod: 500 * time.Millisecond, Volumes: vm,
+		CRI: cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: podsDir, ResolvConf: "-", Objects: objs},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		removePodsOf(t, client, node)
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+		unmountUnder(podsDir)
+	})
+	wait := func(what string, limit time.Duration, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(limit)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("not %s within %v", what, limit)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	var pod *v1.Pod
+	wait("content Running", 60*time.Second, func() bool {
+		for _, p := range a.Pods() {
+			if p.Name == "content-"+node && p.Status.Phase == v1.PodRunning {
+				pod = p
+				return true
+			}
+		}
+		return false
+	})
+	seen := filepath.Join(volumes.VolumeDir(filepath.Join(podsDir, string(pod.UID)), volumes.EmptyDirPluginName, "out"), "seen")
+	read := func() string { b, _ := os.ReadFile(seen); return string(b) }
+	wait("the configMap's file seen in the container", 30*time.Second, func() bool { return read() != "" })
+	if got := read(); got != "hello" {
+		t.Fatalf("the container cat the configMap's file: %q, want %q", got, "hello")
+	}
+
+	settings.Data["greeting"] = "bye"
+	objs.SetConfigMap(settings)
+	updated := time.Now()
+	wait("the configMap's update seen in the container", 20*time.Second, func() bool { return read() == "bye" })
+	t.Logf("the update reached the container in %v", time.Since(updated).Round(100*time.Millisecond))
+
+	var msg string
+	wait("the token container terminated", 30*time.Second, func() bool {
+		for _, p := range a.Pods() {
+			if p.UID != pod.UID {
+				continue
+			}
+			for _, c := range p.Status.ContainerStatuses {
+				if c.Name == "token" && c.State.Terminated != nil {
+					msg = c.State.Terminated.Message
+					return true
+				}
+			}
+		}
+		return false
+	})
+	lines := strings.Split(msg, "\n")
+	if len(lines) != 3 {
+		t.Fatalf("the token container reported %q, want the token's mode and group, the namespace and the token", msg)
+	}
+	if lines[0] != "640 2000" {
+		t.Errorf("the token file's mode and group in the container: %q, want %q (0600 written, group read from the fsGroup)", lines[0], "640 2000")
+	}
+	if lines[1] != ns {
+		t.Errorf("the namespace file reads %q, want %q", lines[1], ns)
+	}
+	if !strings.HasPrefix(lines[2], "token-") || !strings.Contains(lines[2], ":"+ns+"/app:") {
+		t.Errorf("the token file reads %q, want a token of the service account %s/app", lines[2], ns)
 	}
 }

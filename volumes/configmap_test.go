@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -138,7 +139,10 @@ func TestConfigMapMissing(t *testing.T) {
 	p := configMapPlugin(t, objectsWith())
 	pod := testPod(configMapVolume("cfg", v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "absent"}}))
 	dir, err := setUp(t, p, pod)
-	checkErr(t, err, runtime.ErrNotFound, "ns/web", `"cfg"`, "ns/absent")
+	checkErr(t, err, runtime.ErrNotFound)
+	if err.Error() != `configmap "absent" not found` {
+		t.Errorf("error %q, want the kubelet's %q", err, `configmap "absent" not found`)
+	}
 	if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("volume directory after a failed SetUp: %v, want none", err)
 	}
@@ -296,8 +300,30 @@ func TestConfigMapGetterFailure(t *testing.T) {
 		Optional:             ptr.To(true),
 	}))
 	_, err = setUp(t, p, pod)
-	checkErr(t, err, unavailable, "ns/web", `"cfg"`, "ns/settings")
+	checkErr(t, err, unavailable, `get configmap "settings"`)
 	if errors.Is(err, runtime.ErrNotFound) {
 		t.Errorf("error %q wraps ErrNotFound", err)
+	}
+}
+
+// A missing configMap is reported as the kubelet reports it: the event
+// is `MountVolume.SetUp failed for volume "cfg" : configmap "settings"
+// not found`, and WaitForAttachAndMount's error names the pod and the
+// field once.
+func TestConfigMapMissingIsReportedAsTheKubeletDoes(t *testing.T) {
+	fm := newHarness(t).mounter
+	h := newHarness(t, volumes.DefaultPlugins(volumes.PluginConfig{Mounter: fm, Objects: &volumes.Objects{}})...)
+	pod := podWith("web", []v1.Volume{configMapVolume("cfg", v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "settings"}})}, mountOf("cfg"))
+	h.m.AddPod(pod)
+	err := h.wait(pod)
+	want := `unmounted volumes=[cfg], unattached volumes=[], failed to process volumes=[]: pod default/web: spec.volumes[0] (cfg): configmap "settings" not found`
+	if err == nil || err.Error() != want {
+		t.Errorf("WaitForAttachAndMount: %v\nwant %s", err, want)
+	}
+	wantEv := []string{`web Warning FailedMount MountVolume.SetUp failed for volume "cfg" : configmap "settings" not found`}
+	// The event is sent just after the state WaitForAttachAndMount saw.
+	h.eventually(0, func() bool { return len(h.eventList()) > 0 })
+	if ev := h.eventList(); !slices.Equal(ev, wantEv) {
+		t.Errorf("events %q\nwant %q", ev, wantEv)
 	}
 }

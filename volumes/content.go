@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
@@ -86,9 +85,6 @@ func fileMode(m *int32, def os.FileMode) (os.FileMode, error) {
 
 func optional(b *bool) bool { return b != nil && *b }
 
-// podName is namespace/name for errors.
-func podName(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
-
 // keyedData is the data of a configMap or secret, with a way to name
 // where each key came from.
 type keyedData struct {
@@ -152,13 +148,17 @@ func (p *payload) addKeys(field string, d keyedData, items []v1.KeyToPath, defMo
 	return nil
 }
 
-// notFound is the error for a missing object a volume needs.
-func notFound(req *Request, kind, name string, err error) error {
-	if !errors.Is(err, runtime.ErrNotFound) {
-		err = fmt.Errorf("%w: %w", runtime.ErrNotFound, err)
-	}
-	return fmt.Errorf("pod %s volume %q: %s %s/%s: %w", podName(req.Pod), req.Volume.Name, kind, req.Pod.Namespace, name, err)
+// notFoundError is the kubelet's error for a missing object a volume
+// needs, `configmap "settings" not found`; it wraps the getter's error
+// (and so runtime.ErrNotFound).
+type notFoundError struct {
+	kind, name string
+	err        error
 }
+
+func (e *notFoundError) Error() string { return fmt.Sprintf("%s %q not found", e.kind, e.name) }
+
+func (e *notFoundError) Unwrap() []error { return []error{runtime.ErrNotFound, e.err} }
 
 // getConfigMap fetches a configMap a volume refers to; a missing optional
 // one is an empty configMap.
@@ -172,9 +172,9 @@ func getConfigMap(ctx context.Context, g ObjectGetter, req *Request, name string
 		cm.Namespace, cm.Name = req.Pod.Namespace, name
 		return cm, nil
 	case errors.Is(err, runtime.ErrNotFound):
-		return nil, notFound(req, "configMap", name, err)
+		return nil, &notFoundError{"configmap", name, err}
 	}
-	return nil, fmt.Errorf("pod %s volume %q: get configMap %s/%s: %w", podName(req.Pod), req.Volume.Name, req.Pod.Namespace, name, err)
+	return nil, fmt.Errorf("get configmap %q: %w", name, err)
 }
 
 // getSecret is getConfigMap for secrets.
@@ -188,9 +188,9 @@ func getSecret(ctx context.Context, g ObjectGetter, req *Request, name string, o
 		s.Namespace, s.Name = req.Pod.Namespace, name
 		return s, nil
 	case errors.Is(err, runtime.ErrNotFound):
-		return nil, notFound(req, "secret", name, err)
+		return nil, &notFoundError{"secret", name, err}
 	}
-	return nil, fmt.Errorf("pod %s volume %q: get secret %s/%s: %w", podName(req.Pod), req.Volume.Name, req.Pod.Namespace, name, err)
+	return nil, fmt.Errorf("get secret %q: %w", name, err)
 }
 
 // volumeField is the field path of a volume source ("spec.volumes[cfg].configMap").
@@ -202,34 +202,30 @@ func volumeField(v *v1.Volume, source string) string {
 // switched in, as the kubelet does, so that a container running as
 // another user can read every file the moment it appears: each entry
 // gets the group, files group read and directories group read and
-// search plus setgid. Symlinks are not followed.
+// search plus setgid. It never follows a symlink (see chownTree), and
+// fails on the first entry it cannot change.
 func applyFSGroup(pod *v1.Pod) func(string) error {
 	sc := pod.Spec.SecurityContext
 	if sc == nil || sc.FSGroup == nil {
 		return nil
 	}
 	gid := int(*sc.FSGroup)
+	add := func(_ fs.FileMode, isDir bool) fs.FileMode {
+		if isDir {
+			return groupRO | groupExec | fs.ModeSetgid
+		}
+		return groupRO
+	}
 	return func(genDir string) error {
-		err := filepath.WalkDir(genDir, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
+		var first error
+		err := chownTree(genDir, gid, add, func(p string, err error) {
+			if first == nil {
+				first = &fs.PathError{Op: "fsGroup", Path: p, Err: err}
 			}
-			if err := os.Lchown(p, -1, gid); err != nil {
-				return err
-			}
-			if d.Type()&fs.ModeSymlink != 0 {
-				return nil
-			}
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			mask := os.FileMode(0o440)
-			if d.IsDir() {
-				mask |= 0o110 | os.ModeSetgid
-			}
-			return os.Chmod(p, info.Mode()&(os.ModePerm|os.ModeSetgid)|mask)
 		})
+		if err == nil {
+			err = first
+		}
 		if err != nil {
 			return fmt.Errorf("volumes: fsGroup %d: %w", gid, err)
 		}
@@ -310,10 +306,11 @@ func (m memoryDir) tearDown(dir string) error {
 	return removeDir(dir)
 }
 
-// removeDir removes dir and what is beneath it; os.RemoveAll never
-// follows a symlink, so nothing outside dir is touched.
+// removeDir removes dir and what is beneath it, following no symlink and
+// crossing no mount point (see removeAll), so nothing outside dir is
+// touched.
 func removeDir(dir string) error {
-	if err := os.RemoveAll(dir); err != nil {
+	if err := removeAll(dir); err != nil {
 		return fmt.Errorf("volumes: %w", err)
 	}
 	return nil

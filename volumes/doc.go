@@ -20,9 +20,11 @@
 // sets Refresh volumes up again every Config.SyncPeriod (1 min), tears
 // down the volumes of removed pods, and removes their volume directory. A
 // failed operation is retried with a back-off per volume (500ms doubling
-// to 2m2s) and sent as a Warning FailedMount event. Operations run
+// to 2m2s); a failed SetUp is also sent as a Warning FailedMount event
+// (a failed teardown is logged, as the kubelet does). Operations run
 // concurrently, one at a time per volume, so a slow volume holds back
-// only its own pod. A pass with nothing to do costs next to nothing (see
+// only its own pod, and RemovePod cancels a SetUp still running, so a
+// hung getter does not hold back the pod's teardown. A pass with nothing to do costs next to nothing (see
 // BenchmarkReconcileIdle), so an idle node spends no CPU on volumes.
 //
 // The agent, as the kubelet does: adds a pod when it syncs it, waits with
@@ -47,6 +49,15 @@
 // group read and write (read only for ReadOnly content), search and
 // setgid on directories; with fsGroupChangePolicy OnRootMismatch only
 // when the volume's root lacks them. A hostPath volume is never changed.
+// The walk that gives the group works on descriptors opened with
+// O_NOFOLLOW, so a symlink a container plants or swaps in is never
+// followed, and it does not descend into a mount point beneath the
+// volume (the kubelet's walk does both).
+//
+// Teardowns, and the removal of an orphaned pod's directory, never
+// follow a symlink and never cross a mount point: a bind mount left
+// beneath a volume keeps its content, and the teardown fails naming it
+// until it is unmounted.
 //
 // # Built-in plugins
 //
@@ -95,7 +106,10 @@
 // every file the moment it appears.
 //
 // Modes follow the API: defaultMode (0644 when unset), or an item's mode;
-// a projected serviceAccountToken is 0600 when the pod has an fsGroup.
+// a projected serviceAccountToken is 0600 when the pod has an fsGroup
+// (0640 once the group gets read), as the kubelet writes it. A missing
+// object is reported in the kubelet's words, `configmap "settings" not
+// found`.
 // An optional configMap or secret that does not exist gives an empty
 // volume, and an item whose key it lacks is skipped; when not optional
 // both are errors, the first wrapping runtime.ErrNotFound.
@@ -124,6 +138,10 @@
 //     name already is.
 //   - A failed update keeps the previous content; the kubelet tears the
 //     volume down.
+//   - A content volume's directory is 0755 (2755 with an fsGroup); the
+//     kubelet's is 0777, 1777 on a tmpfs, which it can afford because it
+//     always mounts content volumes read-only into containers, where
+//     runtime/cri mounts them as the volumeMount's readOnly says.
 //   - The tmpfs has the kernel's default size and no noswap option; the
 //     kubelet sizes it to the pod's memory limit. A nil mount.Interface
 //     keeps the files on the disk, for agents that may not mount.

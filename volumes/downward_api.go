@@ -193,7 +193,7 @@ func resourceFieldValue(pod *v1.Pod, ref *v1.ResourceFieldSelector, allocatable 
 	}
 	c := podContainer(pod, ref.ContainerName)
 	if c == nil {
-		return "", fmt.Errorf("containerName: pod %s has no container %q", podName(pod), ref.ContainerName)
+		return "", fmt.Errorf("containerName: the pod has no container %q", ref.ContainerName)
 	}
 	kind, name, ok := strings.Cut(ref.Resource, ".")
 	res := v1.ResourceName(name)

@@ -36,7 +36,9 @@ type EmptyDir struct {
 var _ Plugin = (*EmptyDir)(nil)
 
 // NewEmptyDir returns the emptyDir plugin, mounting tmpfs through
-// mounter.
+// mounter. With a nil mounter (an agent that may not mount) a Memory
+// emptyDir fails to set up with an error saying so, as the kubelet's
+// does; other emptyDirs work.
 func NewEmptyDir(mounter mount.Interface) *EmptyDir { return &EmptyDir{mounter: mounter} }
 
 // Name implements Plugin.
@@ -57,6 +59,9 @@ func (e *EmptyDir) SetUp(_ context.Context, req *Request) (string, error) {
 	case v1.StorageMediumDefault, v1.StorageMediumMemory:
 	default:
 		return "", fmt.Errorf("emptyDir medium %q is not supported", medium)
+	}
+	if medium == v1.StorageMediumMemory && e.mounter == nil {
+		return "", errors.New("memory storage requested, but no mounter is configured")
 	}
 	if err := os.MkdirAll(req.Dir, emptyDirPerm); err != nil {
 		return "", err
@@ -90,7 +95,9 @@ func (e *EmptyDir) SetUp(_ context.Context, req *Request) (string, error) {
 }
 
 // TearDown implements Plugin: it unmounts a tmpfs mounted on dir and
-// removes dir with what it holds.
+// removes dir with what it holds, following no symlink and crossing no
+// mount point: a mount beneath dir (a container's bind mount) is left
+// in place, with its content, and TearDown fails naming it.
 func (e *EmptyDir) TearDown(_ context.Context, dir string) error {
 	st, err := os.Lstat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -99,7 +106,7 @@ func (e *EmptyDir) TearDown(_ context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	if st.IsDir() {
+	if st.IsDir() && e.mounter != nil {
 		notMnt, err := e.mounter.IsLikelyNotMountPoint(dir)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
@@ -110,7 +117,7 @@ func (e *EmptyDir) TearDown(_ context.Context, dir string) error {
 			}
 		}
 	}
-	return os.RemoveAll(dir)
+	return removeAll(dir)
 }
 
 // tmpfsSize is the size of a Memory emptyDir in bytes, 0 for unsized:

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -142,5 +143,24 @@ func TestEmptyDirRealTmpfs(t *testing.T) {
 	}
 	if exists(dir) {
 		t.Fatal("TearDown left the directory")
+	}
+}
+
+// Without a mounter, a Memory emptyDir fails to set up with an error
+// (it does not panic the agent), and an emptyDir on disk works.
+func TestEmptyDirWithoutMounter(t *testing.T) {
+	e := volumes.NewEmptyDir(nil)
+	pod, v := memoryPod("4Mi", "")
+	dir := filepath.Join(t.TempDir(), "mem")
+	_, err := e.SetUp(context.Background(), &volumes.Request{Pod: pod, Volume: v, Dir: dir})
+	if err == nil || !strings.Contains(err.Error(), "memory storage requested, but no mounter") {
+		t.Fatalf("a Memory emptyDir without a mounter: %v", err)
+	}
+	disk := v1.Volume{Name: "d", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}
+	if _, err := e.SetUp(context.Background(), &volumes.Request{Pod: pod, Volume: &disk, Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.TearDown(context.Background(), dir); err != nil || exists(dir) {
+		t.Fatalf("TearDown without a mounter: %v, left %v", err, exists(dir))
 	}
 }

@@ -88,6 +88,8 @@ type volState struct {
 	touched  bool   // SetUp was called: TearDown is due once unwanted
 	hostPath string // what SetUp returned
 	busy     bool   // an operation runs
+	cancel   func() // cancels the running SetUp; nil when none runs
+	canceled bool   // RemovePod cancelled the running SetUp
 	err      error  // the last operation's failure
 	backoff  time.Duration
 	retryAt  time.Time
@@ -126,9 +128,11 @@ func New(cfg Config) (*Manager, error) {
 // AddPod puts the pod in the desired state: the volumes its containers
 // (init, regular and ephemeral) mount are set up by Run. Volumes no
 // container mounts are left alone, as the kubelet does. A volumeMount
-// naming no volume of the pod, and a volume no plugin supports, are
-// errors WaitForAttachAndMount returns, naming the pod and the field; the
-// pod's other volumes are set up all the same. A pod already added keeps
+// naming no volume of the pod, a volume no plugin supports, and a volume
+// name that is not one path element are errors WaitForAttachAndMount
+// returns, naming the pod and the field; the pod's other volumes are set
+// up all the same. A UID that is not one path element (it names the
+// pod's directory) leaves every volume of the pod unset, with an error. A pod already added keeps
 // the volumes it had (a pod's volumes do not change for its UID) and only
 // its spec is replaced, for plugins that show pod fields. The caller must
 // not modify pod afterwards. It does not block.
@@ -150,10 +154,25 @@ func (m *Manager) AddPod(pod *v1.Pod) {
 	m.markDirty(pod.UID)
 }
 
+// validDirName reports whether s can name a directory beneath another
+// without leaving it: one path element, not "." or "..". Pod UIDs and
+// volume names become directory names.
+func validDirName(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/\x00")
+}
+
 // desire computes the volumes ps.pod wants.
 func (m *Manager) desire(ps *podState) {
 	pod := ps.pod
 	name := pod.Namespace + "/" + pod.Name
+	if !validDirName(string(ps.uid)) {
+		ps.errs = append(ps.errs, fmt.Sprintf("pod %s: metadata.uid: %q cannot name the pod's directory", name, ps.uid))
+		for i := range pod.Spec.Volumes {
+			ps.badVols = append(ps.badVols, pod.Spec.Volumes[i].Name)
+		}
+		slices.Sort(ps.badVols)
+		return
+	}
 	used := map[string]bool{}
 	mounts := func(field string, vms []v1.VolumeMount) {
 		for j, vm := range vms {
@@ -187,6 +206,11 @@ func (m *Manager) desire(ps *podState) {
 		}
 		if _, dup := ps.vols[v.Name]; dup && ps.vols[v.Name].wanted {
 			continue // the first of the name counts
+		}
+		if !validDirName(v.Name) {
+			ps.badVols = append(ps.badVols, v.Name)
+			ps.errs = append(ps.errs, fmt.Sprintf("pod %s: spec.volumes[%d].name: %q cannot name the volume's directory", name, i, v.Name))
+			continue
 		}
 		p := m.findPlugin(v)
 		if p == nil {
@@ -234,7 +258,9 @@ func volumeType(v *v1.Volume) string {
 
 // RemovePod takes the pod out of the desired state: Run tears its
 // volumes down and removes its volume directory. Call it once the pod's
-// containers are gone; WaitForUnmount waits for the teardown. For a pod
+// containers are gone; WaitForUnmount waits for the teardown. A SetUp
+// of the pod's volumes still running has its ctx cancelled, so that a
+// plugin blocked on a getter does not hold the teardown back. For a pod
 // the manager does not know it looks for volumes on disk (left by an
 // earlier run, for a pod that ended before it) and tears those down.
 // It does not block but for that look.
@@ -242,6 +268,9 @@ func (m *Manager) RemovePod(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ps := m.pods[uid]
+	if ps == nil && !validDirName(string(uid)) {
+		return
+	}
 	if ps == nil {
 		m.mu.Unlock()
 		vols := m.scanVolumes(uid)
@@ -259,6 +288,13 @@ func (m *Manager) RemovePod(uid types.UID) {
 	ps.errs, ps.badVols = nil, nil
 	for _, vs := range ps.vols {
 		vs.wanted = false
+		// A failed SetUp's error and back-off are no teardown's: the
+		// teardown starts at once.
+		vs.err, vs.backoff, vs.retryAt = nil, 0, time.Time{}
+		if vs.cancel != nil {
+			vs.cancel() // a SetUp still running (a getter that hangs) must not hold back the teardown
+			vs.canceled = true
+		}
 	}
 	m.markDirty(uid)
 }
@@ -382,6 +418,11 @@ func (m *Manager) step(ctx context.Context, ps *podState, now time.Time) {
 	if ps.wanted || len(ps.vols) > 0 {
 		return
 	}
+	if !validDirName(string(ps.uid)) {
+		delete(m.pods, ps.uid) // it never had a directory
+		m.notify()
+		return
+	}
 	if now.Before(ps.retryAt) {
 		m.due(ps.retryAt)
 		return
@@ -422,13 +463,17 @@ func (m *Manager) startSetUp(ctx context.Context, ps *podState, vs *volState) {
 	vs.busy, vs.touched, vs.refreshNow = true, true, false
 	req := &Request{Pod: ps.pod, Volume: vs.spec, Dir: vs.dir, Update: vs.mounted}
 	plugin, attrs := vs.plugin, vs.attrs
+	ctx, cancel := context.WithCancel(ctx)
+	vs.cancel = cancel
 	m.ops.Add(1)
 	go func() {
 		defer m.ops.Done()
+		defer cancel()
 		start := m.cfg.Clock.Now()
 		hostPath, err := m.setUp(ctx, req, plugin, attrs)
 		m.metrics.observe(plugin.Name(), "volume_mount", err, m.cfg.Clock.Since(start))
 		m.mu.Lock()
+		vs.cancel = nil
 		ev := m.finishSetUp(ps, vs, hostPath, err)
 		m.mu.Unlock()
 		if ev != nil {
@@ -466,6 +511,15 @@ func (m *Manager) finishSetUp(ps *podState, vs *volState, hostPath string, err e
 	now := m.cfg.Clock.Now()
 	vs.busy = false
 	defer m.markDirty(ps.uid)
+	canceled := vs.canceled
+	vs.canceled = false
+	if err != nil && (!vs.wanted || canceled) {
+		// The pod was removed meanwhile (its SetUp cancelled): the
+		// teardown is next, at once; or it was added again since, and
+		// the SetUp starts again at once.
+		m.log.V(2).Info("volume set-up of a removed pod ended", "pod", ps.name(), "podUID", ps.uid, "volume", vs.spec.Name, "err", err)
+		return nil
+	}
 	if err != nil {
 		vs.err = fmt.Errorf("%s: %w", vs.field, err)
 		vs.backoff = nextBackoff(vs.backoff)
@@ -598,7 +652,7 @@ func (m *Manager) removeDirs(uid types.UID, orphan bool) error {
 			return fmt.Errorf("orphaned pod directory %s: %s is still mounted", podDir, mp.Path)
 		}
 	}
-	return os.RemoveAll(podDir)
+	return removeAll(podDir)
 }
 
 func leftOver(err error) error {
@@ -767,6 +821,9 @@ func (m *Manager) PodVolumesExist(uid types.UID) bool {
 	m.mu.Unlock()
 	if ps != nil {
 		return true
+	}
+	if !validDirName(string(uid)) {
+		return false
 	}
 	_, err := os.Lstat(filepath.Join(m.podDir(uid), "volumes"))
 	return err == nil

@@ -17,6 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/volumes"
+	"github.com/nodekit/nodekit/volumes/volumestest"
 )
 
 // harness is a Manager running on a fake clock and a fake mounter, over
@@ -605,5 +606,108 @@ func TestRemovePodOfAPodOfAnEarlierRun(t *testing.T) {
 	}
 	if !exists(podDir) || h.m.PodVolumesExist("ended") {
 		t.Fatal("want the pod's directory kept and no volume left")
+	}
+}
+
+// A pod removed while a SetUp of its volume hangs (a getter that never
+// answers) is torn down all the same: the SetUp is cancelled, no
+// FailedMount is sent for the removed pod, and the teardown starts at
+// once rather than after a back-off.
+func TestRemovePodCancelsAHungSetUp(t *testing.T) {
+	fake := volumestest.New("example.com/hang", func(v *v1.Volume) bool { return v.GitRepo != nil }, volumes.Attributes{Refresh: true})
+	h := newHarness(t, fake)
+	release := fake.Hold()
+	defer release()
+	pod := podWith("hung", []v1.Volume{gitRepo("src")}, mountOf("src"))
+	h.m.AddPod(pod)
+	h.eventually(0, func() bool { return len(fake.SetUps()) == 1 })
+	h.m.RemovePod(pod.UID)
+	if err := h.waitUnmount(pod.UID); err != nil {
+		t.Fatalf("WaitForUnmount with a hung SetUp: %v", err)
+	}
+	if h.m.PodVolumesExist(pod.UID) {
+		t.Fatal("the pod still has volumes")
+	}
+	if ev := h.eventList(); len(ev) != 0 {
+		t.Fatalf("events for a removed pod's cancelled SetUp: %q", ev)
+	}
+}
+
+// A volume whose SetUp failed is torn down at once when its pod is
+// removed, and WaitForUnmount does not report the SetUp's error as the
+// teardown's.
+func TestRemovePodAfterAFailedSetUp(t *testing.T) {
+	fake := volumestest.New("example.com/fail", func(v *v1.Volume) bool { return v.GitRepo != nil }, volumes.Attributes{})
+	h := newHarness(t, fake)
+	fake.Fail(errors.New("no such repository"))
+	pod := podWith("failed", []v1.Volume{gitRepo("src")}, mountOf("src"))
+	h.m.AddPod(pod)
+	if err := h.wait(pod); err == nil || !strings.Contains(err.Error(), "no such repository") {
+		t.Fatalf("WaitForAttachAndMount: %v, want the SetUp's error", err)
+	}
+	h.m.RemovePod(pod.UID)
+	if err := h.waitUnmount(pod.UID); err != nil {
+		t.Fatalf("WaitForUnmount after a failed SetUp: %v", err)
+	}
+}
+
+// A pod UID or a volume name that would lead out of the pods directory
+// (an embedder's pod that no podsource validated) is bad input: an error
+// naming the pod and the field, and nothing made or removed outside.
+func TestUIDAndVolumeNamesStayInThePodsDir(t *testing.T) {
+	h := newHarness(t)
+	outside := filepath.Dir(h.podsDir)
+	bad := podWith("baduid", []v1.Volume{emptyDir("cache")}, mountOf("cache"))
+	bad.UID = "../escape"
+	h.m.AddPod(bad)
+	err := h.wait(bad)
+	if err == nil || !strings.Contains(err.Error(), `pod default/baduid: metadata.uid: "../escape" cannot name the pod's directory`) {
+		t.Fatalf("a pod UID with '..': %v", err)
+	}
+	badVol := podWith("badvol", []v1.Volume{emptyDir("../../../vol"), emptyDir("ok")}, mountOf("../../../vol"), mountOf("ok"))
+	h.m.AddPod(badVol)
+	err = h.wait(badVol)
+	if err == nil || !strings.Contains(err.Error(), `pod default/badvol: spec.volumes[0].name: "../../../vol" cannot name the volume's directory`) {
+		t.Fatalf("a volume name with '..': %v", err)
+	}
+	h.eventually(0, func() bool { _, err := h.m.HostPath(badVol, "ok"); return err == nil })
+	for _, p := range []string{filepath.Join(outside, "escape"), filepath.Join(outside, "vol"), filepath.Join(h.podsDir, "vol")} {
+		if exists(p) {
+			t.Errorf("%s was made outside the pod's directory", p)
+		}
+	}
+	// Something of that name outside is left alone by a removal.
+	planted := filepath.Join(outside, "escape", "volumes", "kubernetes.io~empty-dir", "x")
+	if err := os.MkdirAll(planted, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h.m.RemovePod(bad.UID)
+	if err := h.waitUnmount(bad.UID); err != nil {
+		t.Fatal(err)
+	}
+	h.m.RemovePod("../other")
+	if !exists(planted) {
+		t.Fatal("the removal of a pod with a bad UID removed a directory outside the pods directory")
+	}
+}
+
+// A pod removed while its SetUp runs and added again at once (a static
+// pod's manifest put back: the same UID) has its volume set up without a
+// FailedMount for the cancelled SetUp.
+func TestRemovedDuringSetUpAndAddedAgain(t *testing.T) {
+	fake := volumestest.New("example.com/hang", func(v *v1.Volume) bool { return v.GitRepo != nil }, volumes.Attributes{})
+	h := newHarness(t, fake)
+	release := fake.Hold()
+	pod := podWith("again", []v1.Volume{gitRepo("src")}, mountOf("src"))
+	h.m.AddPod(pod)
+	h.eventually(0, func() bool { return len(fake.SetUps()) == 1 })
+	h.m.RemovePod(pod.UID)
+	h.m.AddPod(pod)
+	release()
+	if err := h.wait(pod); err != nil {
+		t.Fatalf("WaitForAttachAndMount after the pod came back: %v", err)
+	}
+	if ev := h.eventList(); len(ev) != 0 {
+		t.Fatalf("events: %q, want none", ev)
 	}
 }

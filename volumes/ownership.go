@@ -3,7 +3,6 @@ package volumes
 import (
 	"io/fs"
 	"os"
-	"path/filepath"
 	"syscall"
 
 	v1 "k8s.io/api/core/v1"
@@ -20,7 +19,10 @@ const (
 // kubelet does for managed volumes: every file and directory gets the
 // group, user and group read (and write unless readOnly), directories
 // also search and the setgid bit, so files made later inherit the group.
-// Symlinks get the group but keep their target's mode. With
+// Symlinks get the group but keep their target's mode; the walk never
+// follows a symlink, not even one a container swaps in for a directory
+// while it runs, and does not descend into a mount point beneath dir.
+// With
 // fsGroupChangePolicy OnRootMismatch nothing is done when dir already
 // has the group and those bits. A pod without an fsGroup is left alone.
 // Failures to change one file are reported through fail and the walk
@@ -39,31 +41,13 @@ func setOwnership(pod *v1.Pod, dir string, readOnly bool, fail func(path string,
 	if readOnly {
 		mask = groupRO
 	}
-	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	add := func(_ fs.FileMode, isDir bool) fs.FileMode {
+		if isDir {
+			return mask | groupExec | fs.ModeSetgid
 		}
-		if err := os.Lchown(path, -1, gid); err != nil {
-			fail(path, err)
-		}
-		if d.Type()&fs.ModeSymlink != 0 {
-			return nil // chmod would change the target
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		m := mask
-		if d.IsDir() {
-			m |= groupExec | fs.ModeSetgid
-		}
-		if want := info.Mode() | m; want != info.Mode() {
-			if err := os.Chmod(path, want); err != nil {
-				fail(path, err)
-			}
-		}
-		return nil
-	})
+		return mask
+	}
+	return chownTree(dir, gid, add, fail)
 }
 
 // rootNeedsChange reports whether dir lacks the group or the bits

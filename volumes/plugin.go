@@ -28,7 +28,8 @@ type Plugin interface {
 	// on the host). It is idempotent: it is called again for a volume
 	// already set up (req.Update) when Attributes.Refresh is set, and
 	// after a restart of the agent for volumes found on disk. It may
-	// block until ctx ends. An error says what is wrong with the
+	// block until ctx ends; ctx ends when the manager stops and when the
+	// pod is removed (RemovePod), and SetUp must then return. An error says what is wrong with the
 	// volume; the manager prefixes the pod and the volume name.
 	SetUp(ctx context.Context, req *Request) (string, error)
 	// TearDown undoes SetUp for the volume directory dir: it unmounts

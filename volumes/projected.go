@@ -101,7 +101,7 @@ func (p *Projected) addSource(ctx context.Context, pl *payload, req *Request, fi
 		opt := optional(s.ConfigMap.Optional)
 		cm, err := getConfigMap(ctx, p.objects, req, s.ConfigMap.Name, opt)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", field, err)
 		}
 		data, err := configMapData(field, cm)
 		if err != nil {
@@ -113,7 +113,7 @@ func (p *Projected) addSource(ctx context.Context, pl *payload, req *Request, fi
 		opt := optional(s.Secret.Optional)
 		sec, err := getSecret(ctx, p.objects, req, s.Secret.Name, opt)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", field, err)
 		}
 		return pl.addKeys(field, secretData(sec), s.Secret.Items, defMode, opt)
 	case s.DownwardAPI != nil:
@@ -160,7 +160,7 @@ func (p *Projected) addToken(ctx context.Context, pl *payload, req *Request, fie
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("%s: pod %s volume %q: token of service account %s/%s: %w", field, podName(req.Pod), req.Volume.Name, req.Pod.Namespace, sa, err)
+		return fmt.Errorf("%s: token of service account %s/%s: %w", field, req.Pod.Namespace, sa, err)
 	}
 	mode := defMode
 	if sc := req.Pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {

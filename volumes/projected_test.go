@@ -161,7 +161,7 @@ func TestProjectedTokenRefreshFailure(t *testing.T) {
 	checkContent(t, dir, map[string]string{"token": "token-1:ns/default:"})
 	e.clock.SetTime(testTime.Add(1001 * time.Second))
 	_, err := update(e.p, pod, dir, true)
-	checkErr(t, err, nil, "apiserver down", "sources[0].serviceAccountToken", `"tok"`)
+	checkErr(t, err, nil, "apiserver down", "spec.volumes[tok].projected.sources[0].serviceAccountToken", "ns/default")
 }
 
 func TestProjectedTokenModeWithFSGroup(t *testing.T) {
@@ -193,7 +193,7 @@ func TestProjectedRefusedSources(t *testing.T) {
 func TestProjectedMissingObject(t *testing.T) {
 	e := newProjected(t)
 	_, err := setUp(t, e.p, testPod(projectedVolume("p", v1.VolumeProjection{Secret: &v1.SecretProjection{LocalObjectReference: v1.LocalObjectReference{Name: "absent"}}})))
-	checkErr(t, err, runtime.ErrNotFound, "ns/web", `"p"`, "secret ns/absent")
+	checkErr(t, err, runtime.ErrNotFound, `spec.volumes[p].projected.sources[0].secret: secret "absent" not found`)
 	if len(e.fm.GetLog()) != 0 {
 		t.Errorf("mounter used: %v", e.fm.GetLog())
 	}
