@@ -42,7 +42,10 @@ type Volumes interface {
 	Run(ctx context.Context) error
 }
 
-var _ Volumes = (*volumes.Manager)(nil)
+var (
+	_ Volumes             = (*volumes.Manager)(nil)
+	_ cri.ReadOnlyVolumes = (*volumes.Manager)(nil)
+)
 
 // Config configures an Agent. Every part is replaceable; the zero value
 // of each field is the documented default.

@@ -268,6 +268,11 @@ func TestContentVolumesWaitForTheirObjects(t *testing.T) {
 	byPath := map[string]string{}
 	for _, m := range va.mounts(pod, "main") {
 		byPath[m.ContainerPath] = m.HostPath
+		// Content volumes are mounted read-only, as the kubelet mounts
+		// them, whatever the volumeMount says.
+		if m.ContainerPath != v1.TerminationMessagePathDefault && !m.Readonly {
+			t.Errorf("the mount at %s is writable; content volumes are mounted read-only", m.ContainerPath)
+		}
 	}
 	for path, wantContent := range map[string]string{
 		"/etc/app/level": "debug",

@@ -139,9 +139,10 @@
 //   - A failed update keeps the previous content; the kubelet tears the
 //     volume down.
 //   - A content volume's directory is 0755 (2755 with an fsGroup); the
-//     kubelet's is 0777, 1777 on a tmpfs, which it can afford because it
-//     always mounts content volumes read-only into containers, where
-//     runtime/cri mounts them as the volumeMount's readOnly says.
+//     kubelet's is 0777, 1777 on a tmpfs. Nothing but the agent writes
+//     there: content volumes are mounted read-only into containers,
+//     whatever their volumeMount says, as the kubelet mounts them
+//     (Manager.MountReadOnly, which runtime/cri asks).
 //   - The tmpfs has the kernel's default size and no noswap option; the
 //     kubelet sizes it to the pod's memory limit. A nil mount.Interface
 //     keeps the files on the disk, for agents that may not mount.

@@ -844,6 +844,22 @@ func (m *Manager) HostPath(pod *v1.Pod, volume string) (string, error) {
 	return "", fmt.Errorf("volume %q is not set up", volume)
 }
 
+// MountReadOnly reports whether the pod's volume must be mounted
+// read-only whatever its volumeMounts say: its plugin's Attributes say
+// ReadOnly (configMap, secret, downwardAPI and projected content), as the
+// kubelet mounts them. It implements runtime/cri.ReadOnlyVolumes. It does
+// not block and is safe for concurrent use.
+func (m *Manager) MountReadOnly(pod *v1.Pod, volume string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ps := m.pods[pod.UID]; ps != nil {
+		if vs := ps.vols[volume]; vs != nil {
+			return vs.attrs.ReadOnly
+		}
+	}
+	return false
+}
+
 // CleanupOrphans removes the volumes and directories of the pods under
 // Config.PodsDir that the manager does not know and keep does not claim:
 // pods of an earlier run that no source wants any more, or pods removed

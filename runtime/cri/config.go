@@ -62,6 +62,15 @@ type Volumes interface {
 	HostPath(pod *v1.Pod, volume string) (string, error)
 }
 
+// ReadOnlyVolumes is an optional capability of Volumes: a volume for
+// which MountReadOnly reports true is mounted read-only whatever its
+// volumeMount says, as the kubelet mounts the volumes whose plugin says
+// so (configMap, secret, downwardAPI, projected). *volumes.Manager
+// implements it. Without it a mount is read-only as its volumeMount says.
+type ReadOnlyVolumes interface {
+	MountReadOnly(pod *v1.Pod, volume string) bool
+}
+
 // EventFunc receives the events the runtime records about a pod
 // (Pulling, Pulled, Failed, BackOff, Created, Started, Killing,
 // FailedPostStartHook, FailedPreStopHook...). typ is v1.EventTypeNormal or

@@ -51,7 +51,11 @@ func (r *Runtime) mounts(pod *v1.Pod, c *v1.Container, field string, env *envLis
 				return nil, fmt.Errorf("%s.subPath: %w", f, err)
 			}
 		}
-		m := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: hostPath, Readonly: vm.ReadOnly}
+		ro := vm.ReadOnly
+		if rv, ok := r.cfg.Volumes.(ReadOnlyVolumes); ok && rv.MountReadOnly(pod, vm.Name) {
+			ro = true
+		}
+		m := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: hostPath, Readonly: ro}
 		if vm.MountPropagation != nil {
 			switch *vm.MountPropagation {
 			case v1.MountPropagationHostToContainer:
