@@ -1,0 +1,354 @@
+package kube_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/kube"
+	"github.com/nodekit/nodekit/server"
+)
+
+var authT0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// reviewer answers the TokenReviews and SubjectAccessReviews of a fake
+// clientset and records their specs.
+type reviewer struct {
+	mu     sync.Mutex
+	tokens map[string]authenticationv1.TokenReviewStatus
+	allow  func(authorizationv1.SubjectAccessReviewSpec) authorizationv1.SubjectAccessReviewStatus
+	err    error
+
+	tokenSpecs []authenticationv1.TokenReviewSpec
+	sarSpecs   []authorizationv1.SubjectAccessReviewSpec
+}
+
+func (r *reviewer) client() *fake.Clientset {
+	c := fake.NewClientset()
+	c.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		in := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.tokenSpecs = append(r.tokenSpecs, in.Spec)
+		if r.err != nil {
+			return true, nil, r.err
+		}
+		out := in.DeepCopy()
+		out.Status = r.tokens[in.Spec.Token]
+		return true, out, nil
+	})
+	c.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		in := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.sarSpecs = append(r.sarSpecs, in.Spec)
+		if r.err != nil {
+			return true, nil, r.err
+		}
+		out := in.DeepCopy()
+		out.Status = r.allow(in.Spec)
+		return true, out, nil
+	})
+	return c
+}
+
+func (r *reviewer) calls() (tokens, sars int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.tokenSpecs), len(r.sarSpecs)
+}
+
+func (r *reviewer) setErr(err error) { r.mu.Lock(); r.err = err; r.mu.Unlock() }
+
+var aliceStatus = authenticationv1.TokenReviewStatus{
+	Authenticated: true,
+	User: authenticationv1.UserInfo{Username: "alice", UID: "uid-a", Groups: []string{"devs"},
+		Extra: map[string]authenticationv1.ExtraValue{"scopes": {"view"}}},
+}
+
+// A valid token is reviewed once and its user kept for CacheTTL (2m by
+// default): a second request in that time asks nothing, one after it asks
+// again. A token the API server does not authenticate is kept as long; a
+// review with an error text (an invalid token) and a failed review are
+// not kept, and both are errors (401 at the server).
+func TestTokenReviewAuthenticator(t *testing.T) {
+	r := &reviewer{tokens: map[string]authenticationv1.TokenReviewStatus{
+		"good":    aliceStatus,
+		"unknown": {Authenticated: false},
+		"invalid": {Authenticated: false, Error: "invalid bearer token"},
+	}}
+	clk := clocktesting.NewFakePassiveClock(authT0)
+	a, err := kube.NewTokenReviewAuthenticator(kube.TokenReviewConfig{Client: r.client(), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	want := &server.User{Name: "alice", UID: "uid-a", Groups: []string{"devs"}, Extra: map[string][]string{"scopes": {"view"}}}
+
+	u, ok, err := a.AuthenticateToken(ctx, "good")
+	if err != nil || !ok || !cmp.Equal(u, want) {
+		t.Fatalf("good token: %+v %v %v; want %+v", u, ok, err, want)
+	}
+	if diff := cmp.Diff([]authenticationv1.TokenReviewSpec{{Token: "good"}}, r.tokenSpecs); diff != "" {
+		t.Errorf("review spec (-want +got):\n%s", diff)
+	}
+	u.Groups[0] = "mutated" // the caller's copy
+	clk.SetTime(authT0.Add(2*time.Minute - time.Second))
+	u, ok, err = a.AuthenticateToken(ctx, "good")
+	if err != nil || !ok || !cmp.Equal(u, want) {
+		t.Fatalf("good token from the cache: %+v %v %v; want %+v", u, ok, err, want)
+	}
+	if n, _ := r.calls(); n != 1 {
+		t.Errorf("%d reviews within the cache TTL, want 1", n)
+	}
+	clk.SetTime(authT0.Add(2 * time.Minute))
+	if _, ok, err := a.AuthenticateToken(ctx, "good"); !ok || err != nil {
+		t.Fatalf("good token after the TTL: %v %v", ok, err)
+	}
+	if n, _ := r.calls(); n != 2 {
+		t.Errorf("%d reviews after the cache TTL, want 2", n)
+	}
+
+	for i := 0; i < 2; i++ {
+		if u, ok, err := a.AuthenticateToken(ctx, "unknown"); ok || err != nil || u != nil {
+			t.Errorf("unknown token: %v %v %v; want not authenticated, no error", u, ok, err)
+		}
+	}
+	if n, _ := r.calls(); n != 3 {
+		t.Errorf("%d reviews, want 3: an unauthenticated answer is kept", n)
+	}
+	for i := 0; i < 2; i++ {
+		if _, ok, err := a.AuthenticateToken(ctx, "invalid"); ok || err == nil {
+			t.Errorf("invalid token: %v %v; want an error", ok, err)
+		}
+	}
+	if n, _ := r.calls(); n != 5 {
+		t.Errorf("%d reviews, want 5: an answer with an error is not kept", n)
+	}
+	r.setErr(errors.New("connection refused"))
+	for i := 0; i < 2; i++ {
+		if _, ok, err := a.AuthenticateToken(ctx, "other"); ok || err == nil {
+			t.Errorf("failed review: %v %v; want an error", ok, err)
+		}
+	}
+	if n, _ := r.calls(); n != 7 {
+		t.Errorf("%d reviews, want 7: a failed review is not kept", n)
+	}
+	// The cached answer still serves while the API server is away.
+	if _, ok, err := a.AuthenticateToken(ctx, "good"); !ok || err != nil {
+		t.Errorf("cached good token while the API server fails: %v %v", ok, err)
+	}
+}
+
+// With audiences, they are sent in the review, and a token the API server
+// finds valid for none of them is not authenticated.
+func TestTokenReviewAuthenticatorAudiences(t *testing.T) {
+	inAud := aliceStatus
+	inAud.Audiences = []string{"other", "kubelet"}
+	r := &reviewer{tokens: map[string]authenticationv1.TokenReviewStatus{"in": inAud, "out": aliceStatus}}
+	a, err := kube.NewTokenReviewAuthenticator(kube.TokenReviewConfig{Client: r.client(), Audiences: []string{"kubelet"}, CacheTTL: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, ok, err := a.AuthenticateToken(context.Background(), "in"); !ok || err != nil || u.Name != "alice" {
+		t.Errorf("token of the audience: %v %v %v", u, ok, err)
+	}
+	if u, ok, err := a.AuthenticateToken(context.Background(), "out"); ok || err != nil {
+		t.Errorf("token of no audience: %v %v %v; want not authenticated", u, ok, err)
+	}
+	if _, ok, _ := a.AuthenticateToken(context.Background(), "in"); !ok {
+		t.Error("token of the audience, again: not authenticated")
+	}
+	if len(r.tokenSpecs) != 3 || !cmp.Equal(r.tokenSpecs[0].Audiences, []string{"kubelet"}) {
+		t.Errorf("reviews %+v, want 3 (a negative CacheTTL keeps nothing) with audiences [kubelet]", r.tokenSpecs)
+	}
+	if _, err := kube.NewTokenReviewAuthenticator(kube.TokenReviewConfig{}); err == nil {
+		t.Error("NewTokenReviewAuthenticator accepted a config without Client")
+	}
+}
+
+// The review carries the user, groups, extra and UID the server found and
+// the kubelet's attributes; an allowed answer is kept 5m, a denied or
+// no-opinion one 30s; a failed review is an error (500 at the server) and
+// is not kept.
+func TestSubjectAccessReviewAuthorizer(t *testing.T) {
+	r := &reviewer{allow: func(s authorizationv1.SubjectAccessReviewSpec) authorizationv1.SubjectAccessReviewStatus {
+		switch s.ResourceAttributes.Subresource {
+		case "proxy":
+			return authorizationv1.SubjectAccessReviewStatus{Allowed: true, Reason: "bound"}
+		case "stats":
+			return authorizationv1.SubjectAccessReviewStatus{Denied: true, Reason: "denied by policy"}
+		}
+		return authorizationv1.SubjectAccessReviewStatus{Reason: "no rule"}
+	}}
+	clk := clocktesting.NewFakePassiveClock(authT0)
+	z, err := kube.NewSubjectAccessReviewAuthorizer(kube.SubjectAccessReviewConfig{Client: r.client(), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	user := &server.User{Name: "alice", UID: "uid-a", Groups: []string{"devs", server.AuthenticatedGroup}, Extra: map[string][]string{"scopes": {"view"}}}
+	attrs := func(sub string) server.Attributes {
+		return server.Attributes{User: user, Verb: "create", APIVersion: "v1", Resource: "nodes", Subresource: sub, Name: "node-1", Path: "/exec/ns/pod/c"}
+	}
+	check := func(sub string, wantD server.Decision, wantReason string, wantCalls int) {
+		t.Helper()
+		d, reason, err := z.Authorize(ctx, attrs(sub))
+		if err != nil || d != wantD || reason != wantReason {
+			t.Errorf("%s: %v %q %v; want %v %q", sub, d, reason, err, wantD, wantReason)
+		}
+		if _, n := r.calls(); n != wantCalls {
+			t.Errorf("%s: %d reviews, want %d", sub, n, wantCalls)
+		}
+	}
+	check("proxy", server.DecisionAllow, "bound", 1)
+	want := authorizationv1.SubjectAccessReviewSpec{
+		User: "alice", UID: "uid-a", Groups: []string{"devs", server.AuthenticatedGroup},
+		Extra: map[string]authorizationv1.ExtraValue{"scopes": {"view"}},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Verb: "create", Version: "v1", Resource: "nodes", Subresource: "proxy", Name: "node-1"},
+	}
+	if diff := cmp.Diff(want, r.sarSpecs[0]); diff != "" {
+		t.Errorf("review spec (-want +got):\n%s", diff)
+	}
+	check("stats", server.DecisionDeny, "denied by policy", 2)
+	check("log", server.DecisionNoOpinion, "no rule", 3)
+
+	clk.SetTime(authT0.Add(29 * time.Second))
+	check("proxy", server.DecisionAllow, "bound", 3)
+	check("stats", server.DecisionDeny, "denied by policy", 3)
+	check("log", server.DecisionNoOpinion, "no rule", 3)
+	clk.SetTime(authT0.Add(30 * time.Second))
+	check("stats", server.DecisionDeny, "denied by policy", 4)
+	check("log", server.DecisionNoOpinion, "no rule", 5)
+	clk.SetTime(authT0.Add(5*time.Minute - time.Second))
+	check("proxy", server.DecisionAllow, "bound", 5)
+	clk.SetTime(authT0.Add(5 * time.Minute))
+	check("proxy", server.DecisionAllow, "bound", 6)
+
+	// Another user is another review.
+	other := attrs("proxy")
+	other.User = &server.User{Name: "bob"}
+	if d, _, _ := z.Authorize(ctx, other); d != server.DecisionAllow {
+		t.Errorf("bob: %v", d)
+	}
+	if _, n := r.calls(); n != 7 {
+		t.Errorf("%d reviews, want 7: another user is not served from alice's answer", n)
+	}
+
+	r.setErr(errors.New("connection refused"))
+	clk.SetTime(authT0.Add(time.Hour))
+	for i := 0; i < 2; i++ {
+		if d, _, err := z.Authorize(ctx, attrs("proxy")); err == nil || d == server.DecisionAllow {
+			t.Errorf("failed review: %v %v; want an error and no allow", d, err)
+		}
+	}
+	if _, n := r.calls(); n != 9 {
+		t.Errorf("%d reviews, want 9: a failed review is not kept", n)
+	}
+
+	// Attributes without a resource are a non-resource review.
+	r.setErr(nil)
+	r.allow = func(s authorizationv1.SubjectAccessReviewSpec) authorizationv1.SubjectAccessReviewStatus {
+		return authorizationv1.SubjectAccessReviewStatus{Allowed: s.NonResourceAttributes != nil && s.NonResourceAttributes.Path == "/healthz"}
+	}
+	if d, _, _ := z.Authorize(ctx, server.Attributes{User: user, Verb: "get", Path: "/healthz"}); d != server.DecisionAllow {
+		t.Errorf("non-resource /healthz: %v", d)
+	}
+	if _, err := kube.NewSubjectAccessReviewAuthorizer(kube.SubjectAccessReviewConfig{}); err == nil {
+		t.Error("NewSubjectAccessReviewAuthorizer accepted a config without Client")
+	}
+}
+
+// The cache is bounded: past CacheSize it drops answers rather than grow.
+func TestReviewCacheBounded(t *testing.T) {
+	r := &reviewer{allow: func(authorizationv1.SubjectAccessReviewSpec) authorizationv1.SubjectAccessReviewStatus {
+		return authorizationv1.SubjectAccessReviewStatus{Allowed: true}
+	}}
+	z, err := kube.NewSubjectAccessReviewAuthorizer(kube.SubjectAccessReviewConfig{Client: r.client(), CacheSize: 2,
+		Clock: clocktesting.NewFakePassiveClock(authT0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b", "c", "a", "b", "c"} {
+		_, _, _ = z.Authorize(context.Background(), server.Attributes{User: &server.User{Name: name}, Verb: "get", Resource: "nodes", Subresource: "proxy"})
+	}
+	// Three users in a cache of two: at least one of the second round is
+	// asked again, and never more than all three.
+	if _, n := r.calls(); n < 4 || n > 6 {
+		t.Errorf("%d reviews for 6 requests of 3 users in a cache of 2, want 4 to 6", n)
+	}
+}
+
+// Through the node server: a token the API server authenticates and a
+// review that allows is served; a review that denies is 403; an
+// unauthenticated token 401; a failed review 500.
+func TestReviewsThroughServer(t *testing.T) {
+	r := &reviewer{
+		tokens: map[string]authenticationv1.TokenReviewStatus{
+			"alice": aliceStatus,
+			"bob":   {Authenticated: true, User: authenticationv1.UserInfo{Username: "bob"}},
+		},
+		allow: func(s authorizationv1.SubjectAccessReviewSpec) authorizationv1.SubjectAccessReviewStatus {
+			return authorizationv1.SubjectAccessReviewStatus{Allowed: s.User == "alice" && s.ResourceAttributes.Name == "node-1"}
+		},
+	}
+	client := r.client()
+	clk := clocktesting.NewFakePassiveClock(authT0)
+	tokens, err := kube.NewTokenReviewAuthenticator(kube.TokenReviewConfig{Client: client, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	authz, err := kube.NewSubjectAccessReviewAuthorizer(kube.SubjectAccessReviewConfig{Client: client, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	authn, err := server.NewAuthenticator(server.AuthenticatorConfig{Tokens: tokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{NodeName: "node-1", Pods: noPods{}, Authenticator: authn, Authorizer: authz})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(token string) int {
+		req := httptest.NewRequest(http.MethodGet, "/pods", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for _, c := range []struct {
+		token string
+		want  int
+	}{{"alice", 200}, {"bob", 403}, {"nobody", 401}} {
+		if got := get(c.token); got != c.want {
+			t.Errorf("GET /pods with token %s: %d, want %d", c.token, got, c.want)
+		}
+	}
+	r.setErr(errors.New("connection refused"))
+	clk.SetTime(authT0.Add(31 * time.Second)) // bob's denial expires, the rest is kept
+	if got := get("alice"); got != 200 {
+		t.Errorf("alice with her answers cached while the API server fails: %d, want 200", got)
+	}
+	if got := get("bob"); got != 500 {
+		t.Errorf("bob (his denial expired) while the API server fails: %d, want 500", got)
+	}
+}
+
+type noPods struct{}
+
+func (noPods) Pods() []*v1.Pod { return nil }
