@@ -2,9 +2,16 @@ package kube_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,12 +20,17 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/kube"
+	"github.com/nodekit/nodekit/kube/internal/apiservertest"
 	"github.com/nodekit/nodekit/server"
 )
 
@@ -352,3 +364,140 @@ func TestReviewsThroughServer(t *testing.T) {
 type noPods struct{}
 
 func (noPods) Pods() []*v1.Pod { return nil }
+
+// Against a real API server, with the node's own credentials for the
+// reviews, and through the node server over TLS on loopback: a service
+// account bound to a ClusterRole with nodes/proxy reads /pods and passes
+// authorization for /exec and /containerLogs, but not /stats (another
+// subresource); one without the binding is refused 403; a token the API
+// server does not know is answered 401.
+func TestReviewsAgainstAPIServer(t *testing.T) {
+	s := apiservertest.Start(t, apiservertest.Options{Nodes: []string{"node-1"}})
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(s.AdminConfig())
+	node := kubernetes.NewForConfigOrDie(s.NodeConfig(t, "node-1"))
+
+	const ns = "auth-test"
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tokens := map[string]string{}
+	for _, sa := range []string{"reader", "stranger"} {
+		if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[sa] = tr.Status.Token
+	}
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-proxy"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, Verbs: []string{"get", "create"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "reader-node-proxy"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "node-proxy"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "reader"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// RBAC learns of the binding from its informers: wait (as admin, so
+	// that no answer is cached) until it allows.
+	readerName := "system:serviceaccount:" + ns + ":reader"
+	eventually(t, 20*time.Second, "RBAC allows the reader nodes/proxy", func() (bool, string) {
+		sar, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: readerName, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "create", Resource: "nodes", Subresource: "proxy", Name: "node-1"}}}, metav1.CreateOptions{})
+		return err == nil && sar.Status.Allowed, fmt.Sprint(sar, err)
+	})
+
+	authnReviews, err := kube.NewTokenReviewAuthenticator(kube.TokenReviewConfig{Client: node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	authz, err := kube.NewSubjectAccessReviewAuthorizer(kube.SubjectAccessReviewConfig{Client: node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The node's identity may create both reviews (the Node authorizer).
+	u, ok, err := authnReviews.AuthenticateToken(ctx, tokens["reader"])
+	if err != nil || !ok || u.Name != readerName || !slices.Contains(u.Groups, "system:serviceaccounts:"+ns) || u.UID == "" {
+		t.Fatalf("TokenReview as the node: %+v %v %v; want %s with its groups and UID", u, ok, err, readerName)
+	}
+	if d, reason, err := authz.Authorize(ctx, server.Attributes{User: u, Verb: "get", APIVersion: "v1", Resource: "nodes", Subresource: "proxy", Name: "node-1"}); err != nil || d != server.DecisionAllow {
+		t.Fatalf("SubjectAccessReview as the node: %v %q %v; want allowed", d, reason, err)
+	}
+
+	authn, err := server.NewAuthenticator(server.AuthenticatorConfig{Tokens: authnReviews})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{NodeName: "node-1", Pods: noPods{}, Authenticator: authn, Authorizer: authz})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsCfg, err := server.TLSConfig(server.TLSOptions{Hosts: []string{"127.0.0.1"}, Now: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx, lis, tlsCfg) }()
+	roots := x509.NewCertPool()
+	roots.AddCert(tlsCfg.Certificates[0].Leaf)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}
+	defer func() {
+		tr.CloseIdleConnections()
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	base := "https://" + lis.Addr().String()
+	do := func(method, path, token string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	for _, c := range []struct {
+		method, path, who string
+		want              int
+	}{
+		{"GET", "/pods", "reader", 200},
+		// Authorized through proxy; the node runs no such pod.
+		{"GET", "/containerLogs/" + ns + "/web/app", "reader", 404},
+		{"POST", "/exec/" + ns + "/web/app?command=ls&output=1", "reader", 503},
+		{"GET", "/stats/summary", "reader", 403},
+		{"GET", "/pods", "stranger", 403},
+		{"POST", "/exec/" + ns + "/web/app?command=ls&output=1", "stranger", 403},
+		{"GET", "/pods", "not-a-token", 401},
+	} {
+		token := tokens[c.who]
+		if token == "" {
+			token = c.who
+		}
+		if got, body := do(c.method, c.path, token); got != c.want {
+			t.Errorf("%s %s as %s: %d %q, want %d", c.method, c.path, c.who, got, body, c.want)
+		}
+	}
+}
