@@ -501,3 +501,30 @@ func TestReviewsAgainstAPIServer(t *testing.T) {
 		}
 	}
 }
+
+// The node server asks the API server whether a user may exec in the
+// node's pods (nodes/proxy). Here the API server is client-go's fake
+// clientset answering as RBAC would for a user bound to nodes/proxy.
+func ExampleSubjectAccessReviewAuthorizer() {
+	client := fake.NewClientset()
+	client.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview).DeepCopy()
+		r.Status.Allowed = r.Spec.User == "alice" && r.Spec.ResourceAttributes.Subresource == "proxy"
+		return true, r, nil
+	})
+	authz, err := kube.NewSubjectAccessReviewAuthorizer(kube.SubjectAccessReviewConfig{Client: client})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, sub := range []string{"proxy", "stats"} {
+		d, _, err := authz.Authorize(context.Background(), server.Attributes{
+			User: &server.User{Name: "alice"}, Verb: "create", APIVersion: "v1",
+			Resource: "nodes", Subresource: sub, Name: "node-1",
+		})
+		fmt.Println(sub, d == server.DecisionAllow, err)
+	}
+	// Output:
+	// proxy true <nil>
+	// stats false <nil>
+}
