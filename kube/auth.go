@@ -13,7 +13,9 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
@@ -52,10 +54,11 @@ type TokenReviewConfig struct {
 	// CacheSize bounds the number of answers kept. Default
 	// DefaultReviewCacheSize.
 	CacheSize int
-	// Timeout bounds each review. Default DefaultRequestTimeout (10s).
+	// Timeout bounds each review, its retries included. Default
+	// DefaultRequestTimeout (10s).
 	Timeout time.Duration
-	// Clock times the cache. Default: the real clock.
-	Clock clock.PassiveClock
+	// Clock times the cache and the retries. Default: the real clock.
+	Clock clock.Clock
 }
 
 // TokenReviewAuthenticator is a server.TokenAuthenticator that asks the API
@@ -109,7 +112,11 @@ func (a *TokenReviewAuthenticator) AuthenticateToken(ctx context.Context, token 
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 	defer cancel()
 	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: a.cfg.Audiences}}
-	got, err := a.cfg.Client.AuthenticationV1().TokenReviews().Create(ctx, review, metav1.CreateOptions{})
+	var got *authenticationv1.TokenReview
+	err := retryReview(ctx, a.cfg.Clock, func() (err error) {
+		got, err = a.cfg.Client.AuthenticationV1().TokenReviews().Create(ctx, review, metav1.CreateOptions{})
+		return err
+	})
 	if err != nil {
 		return nil, false, fmt.Errorf("kube: token review: %w", err)
 	}
@@ -181,10 +188,11 @@ type SubjectAccessReviewConfig struct {
 	// CacheSize bounds the number of answers kept. Default
 	// DefaultReviewCacheSize.
 	CacheSize int
-	// Timeout bounds each review. Default DefaultRequestTimeout (10s).
+	// Timeout bounds each review, its retries included. Default
+	// DefaultRequestTimeout (10s).
 	Timeout time.Duration
-	// Clock times the cache. Default: the real clock.
-	Clock clock.PassiveClock
+	// Clock times the cache and the retries. Default: the real clock.
+	Clock clock.Clock
 }
 
 // SubjectAccessReviewAuthorizer is a server.Authorizer that asks the API
@@ -248,7 +256,11 @@ func (z *SubjectAccessReviewAuthorizer) Authorize(ctx context.Context, attrs ser
 	}
 	ctx, cancel := context.WithTimeout(ctx, z.cfg.Timeout)
 	defer cancel()
-	got, err := z.cfg.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+	var got *authorizationv1.SubjectAccessReview
+	err = retryReview(ctx, z.cfg.Clock, func() (err error) {
+		got, err = z.cfg.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+		return err
+	})
 	if err != nil {
 		return server.DecisionNoOpinion, "", fmt.Errorf("kube: subject access review: %w", err)
 	}
@@ -262,6 +274,49 @@ func (z *SubjectAccessReviewAuthorizer) Authorize(ctx context.Context, attrs ser
 	}
 	z.cache.set(key, ans, ttl)
 	return ans.decision, ans.reason, nil
+}
+
+// The retries of a review, the kubelet's: up to reviewAttempts calls, the
+// first wait reviewBackoff, each next one reviewBackoffFactor times longer
+// (0.5s, 0.75s, 1.125s, 1.69s), without jitter.
+const (
+	reviewAttempts      = 5
+	reviewBackoff       = 500 * time.Millisecond
+	reviewBackoffFactor = 1.5
+)
+
+// retryReview calls create until it succeeds, fails with an error that is
+// not transient, reviewAttempts calls were made, or ctx ends; it returns
+// the last call's error.
+func retryReview(ctx context.Context, clk clock.Clock, create func() error) error {
+	wait := reviewBackoff
+	for attempt := 1; ; attempt++ {
+		err := create()
+		if err == nil || attempt == reviewAttempts || !transient(err) {
+			return err
+		}
+		t := clk.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C():
+		}
+		wait = time.Duration(float64(wait) * reviewBackoffFactor)
+	}
+}
+
+// transient reports whether a review's error is worth a retry, as the
+// kubelet judges it: a connection reset or lost, the API server's internal
+// error, timeout or too many requests, or an answer that asks the client
+// to come back later.
+func transient(err error) bool {
+	if utilnet.IsConnectionReset(err) || utilnet.IsHTTP2ConnectionLost(err) ||
+		apierrors.IsInternalError(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) {
+		return true
+	}
+	_, later := apierrors.SuggestsClientDelay(err)
+	return later
 }
 
 // reviewSpec is the SubjectAccessReview of attrs.

@@ -21,6 +21,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -36,6 +37,9 @@ import (
 
 var authT0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
+// authWait bounds each wait of the tests for a goroutine, in real time.
+const authWait = 10 * time.Second
+
 // reviewer answers the TokenReviews and SubjectAccessReviews of a fake
 // clientset and records their specs.
 type reviewer struct {
@@ -43,6 +47,7 @@ type reviewer struct {
 	tokens map[string]authenticationv1.TokenReviewStatus
 	allow  func(authorizationv1.SubjectAccessReviewSpec) authorizationv1.SubjectAccessReviewStatus
 	err    error
+	fail   []error // the errors of the next calls, before err
 
 	tokenSpecs []authenticationv1.TokenReviewSpec
 	sarSpecs   []authorizationv1.SubjectAccessReviewSpec
@@ -55,8 +60,8 @@ func (r *reviewer) client() *fake.Clientset {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.tokenSpecs = append(r.tokenSpecs, in.Spec)
-		if r.err != nil {
-			return true, nil, r.err
+		if err := r.nextErr(); err != nil {
+			return true, nil, err
 		}
 		out := in.DeepCopy()
 		out.Status = r.tokens[in.Spec.Token]
@@ -67,14 +72,24 @@ func (r *reviewer) client() *fake.Clientset {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.sarSpecs = append(r.sarSpecs, in.Spec)
-		if r.err != nil {
-			return true, nil, r.err
+		if err := r.nextErr(); err != nil {
+			return true, nil, err
 		}
 		out := in.DeepCopy()
 		out.Status = r.allow(in.Spec)
 		return true, out, nil
 	})
 	return c
+}
+
+// nextErr is the error of a call; r.mu is held.
+func (r *reviewer) nextErr() error {
+	if len(r.fail) > 0 {
+		err := r.fail[0]
+		r.fail = r.fail[1:]
+		return err
+	}
+	return r.err
 }
 
 func (r *reviewer) calls() (tokens, sars int) {
@@ -102,7 +117,7 @@ func TestTokenReviewAuthenticator(t *testing.T) {
 		"unknown": {Authenticated: false},
 		"invalid": {Authenticated: false, Error: "invalid bearer token"},
 	}}
-	clk := clocktesting.NewFakePassiveClock(authT0)
+	clk := clocktesting.NewFakeClock(authT0)
 	a, err := kube.NewTokenReviewAuthenticator(kube.TokenReviewConfig{Client: r.client(), Clock: clk})
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +180,108 @@ func TestTokenReviewAuthenticator(t *testing.T) {
 	}
 }
 
+// A review that fails with a transient error (the API server's internal
+// error, a timeout, too many requests) is retried as the kubelet retries
+// it: after 0.5s, then 0.75s, 1.125s and 1.6875s on the clock, five calls
+// in all; one refused for good (403) is not retried.
+func TestReviewRetries(t *testing.T) {
+	internal := apierrors.NewInternalError(errors.New("etcd timeout"))
+	r := &reviewer{
+		tokens: map[string]authenticationv1.TokenReviewStatus{"good": aliceStatus},
+		allow: func(authorizationv1.SubjectAccessReviewSpec) authorizationv1.SubjectAccessReviewStatus {
+			return authorizationv1.SubjectAccessReviewStatus{Allowed: true}
+		},
+	}
+	clk := clocktesting.NewFakeClock(authT0)
+	client := r.client()
+	a, err := kube.NewTokenReviewAuthenticator(kube.TokenReviewConfig{Client: client, Clock: clk, CacheTTL: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, err := kube.NewSubjectAccessReviewAuthorizer(kube.SubjectAccessReviewConfig{Client: client, Clock: clk, AuthorizedTTL: -1, UnauthorizedTTL: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// call runs review in a goroutine, steps the clock through the
+	// waits, and returns its error once it returned.
+	call := func(review func() error, waits ...time.Duration) error {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- review() }()
+		for _, w := range waits {
+			deadline := time.Now().Add(authWait)
+			for !clk.HasWaiters() {
+				select {
+				case err := <-done:
+					t.Fatalf("the review returned (%v) before waiting %v", err, w)
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the review does not wait %v", w)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			clk.Step(w - time.Nanosecond)
+			select {
+			case err := <-done:
+				t.Fatalf("the review returned (%v) before its wait of %v", err, w)
+			default:
+			}
+			clk.Step(time.Nanosecond)
+		}
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(authWait):
+			t.Fatal("the review did not return after its waits")
+			return nil
+		}
+	}
+	token := func() error {
+		_, ok, err := a.AuthenticateToken(context.Background(), "good")
+		if err == nil && !ok {
+			err = errors.New("not authenticated")
+		}
+		return err
+	}
+	sar := func() error {
+		d, _, err := z.Authorize(context.Background(), server.Attributes{User: &server.User{Name: "alice"}, Verb: "get", Resource: "nodes", Subresource: "proxy"})
+		if err == nil && d != server.DecisionAllow {
+			err = errors.New("not allowed")
+		}
+		return err
+	}
+
+	r.fail = []error{internal, apierrors.NewTooManyRequests("slow down", 0)}
+	if err := call(token, 500*time.Millisecond, 750*time.Millisecond); err != nil {
+		t.Errorf("token review after two transient errors: %v", err)
+	}
+	if n, _ := r.calls(); n != 3 {
+		t.Errorf("%d token reviews, want 3", n)
+	}
+	r.fail = []error{apierrors.NewTimeoutError("slow", 1)}
+	if err := call(sar, 500*time.Millisecond); err != nil {
+		t.Errorf("subject access review after a timeout: %v", err)
+	}
+	if _, n := r.calls(); n != 2 {
+		t.Errorf("%d subject access reviews, want 2", n)
+	}
+	r.fail = []error{internal, internal, internal, internal, internal}
+	if err := call(token, 500*time.Millisecond, 750*time.Millisecond, 1125*time.Millisecond, 1687500*time.Microsecond); !apierrors.IsInternalError(err) {
+		t.Errorf("token review failing five times: %v, want the internal error", err)
+	}
+	if n, _ := r.calls(); n != 8 {
+		t.Errorf("%d token reviews, want 8: five calls for the failing one", n)
+	}
+	r.fail = []error{apierrors.NewForbidden(authorizationv1.Resource("subjectaccessreviews"), "", errors.New("no"))}
+	if err := call(sar); !apierrors.IsForbidden(err) {
+		t.Errorf("forbidden review: %v, want the 403 at once", err)
+	}
+	if _, n := r.calls(); n != 3 {
+		t.Errorf("%d subject access reviews, want 3: a 403 is not retried", n)
+	}
+}
+
 // With audiences, they are sent in the review, and a token the API server
 // finds valid for none of them is not authenticated.
 func TestTokenReviewAuthenticatorAudiences(t *testing.T) {
@@ -206,7 +323,7 @@ func TestSubjectAccessReviewAuthorizer(t *testing.T) {
 		}
 		return authorizationv1.SubjectAccessReviewStatus{Reason: "no rule"}
 	}}
-	clk := clocktesting.NewFakePassiveClock(authT0)
+	clk := clocktesting.NewFakeClock(authT0)
 	z, err := kube.NewSubjectAccessReviewAuthorizer(kube.SubjectAccessReviewConfig{Client: r.client(), Clock: clk})
 	if err != nil {
 		t.Fatal(err)
@@ -291,7 +408,7 @@ func TestReviewCacheBounded(t *testing.T) {
 		return authorizationv1.SubjectAccessReviewStatus{Allowed: true}
 	}}
 	z, err := kube.NewSubjectAccessReviewAuthorizer(kube.SubjectAccessReviewConfig{Client: r.client(), CacheSize: 2,
-		Clock: clocktesting.NewFakePassiveClock(authT0)})
+		Clock: clocktesting.NewFakeClock(authT0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +436,7 @@ func TestReviewsThroughServer(t *testing.T) {
 		},
 	}
 	client := r.client()
-	clk := clocktesting.NewFakePassiveClock(authT0)
+	clk := clocktesting.NewFakeClock(authT0)
 	tokens, err := kube.NewTokenReviewAuthenticator(kube.TokenReviewConfig{Client: client, Clock: clk})
 	if err != nil {
 		t.Fatal(err)

@@ -173,9 +173,12 @@
 // 500. Tokens are kept only as SHA-256
 // hashes; each cache holds at most CacheSize answers.
 //
-// Differences from the kubelet: a failed review is not retried with
-// back-off (the kubelet retries five times from 500ms); concurrent
-// reviews of the same token or attributes are not merged into one.
+// A review that fails with a transient error (a connection reset, the API
+// server's internal error, timeout or 429) is retried as the kubelet
+// retries it, five calls in all, waiting 0.5s, 0.75s, 1.125s and 1.69s on
+// the clock, within Timeout (10s). Differences from the kubelet: the waits
+// have no jitter, and concurrent reviews of the same token or attributes
+// are not merged into one.
 //
 //	tokens, _ := kube.NewTokenReviewAuthenticator(kube.TokenReviewConfig{Client: client})
 //	authz, _ := kube.NewSubjectAccessReviewAuthorizer(kube.SubjectAccessReviewConfig{Client: client})
