@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -32,6 +35,7 @@ import (
 
 	"github.com/nodekit/nodekit/kube"
 	"github.com/nodekit/nodekit/kube/internal/apiservertest"
+	nkruntime "github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/server"
 )
 
@@ -478,14 +482,29 @@ func TestReviewsThroughServer(t *testing.T) {
 	}
 }
 
+// logNode runs one pod whose container logs to a file: the server's
+// PodLister and RuntimeReader.
+type logNode struct {
+	pod    *v1.Pod
+	status *nkruntime.PodStatus
+}
+
+func (n logNode) Pods() []*v1.Pod { return []*v1.Pod{n.pod} }
+
+func (n logNode) GetPods(context.Context, bool) ([]*nkruntime.Pod, error) { return nil, nil }
+
+func (n logNode) GetPodStatus(context.Context, types.UID, string, string) (*nkruntime.PodStatus, error) {
+	return n.status, nil
+}
+
 type noPods struct{}
 
 func (noPods) Pods() []*v1.Pod { return nil }
 
 // Against a real API server, with the node's own credentials for the
 // reviews, and through the node server over TLS on loopback: a service
-// account bound to a ClusterRole with nodes/proxy reads /pods and passes
-// authorization for /exec and /containerLogs, but not /stats (another
+// account bound to a ClusterRole with nodes/proxy reads a container's log
+// and /pods and passes authorization for /exec, but not /stats (another
 // subresource); one without the binding is refused 403; a token the API
 // server does not know is answered 401.
 func TestReviewsAgainstAPIServer(t *testing.T) {
@@ -554,7 +573,19 @@ func TestReviewsAgainstAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Config{NodeName: "node-1", Pods: noPods{}, Authenticator: authn, Authorizer: authz})
+	logPath := filepath.Join(t.TempDir(), "0.log")
+	if err := os.WriteFile(logPath, []byte("2026-01-02T03:04:05Z stdout F hello from web\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	web := logNode{
+		pod: &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "uid-web"},
+			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app"}}}},
+		status: &nkruntime.PodStatus{ContainerStatuses: []*nkruntime.ContainerStatus{{
+			ID: nkruntime.ContainerID{Type: "containerd", ID: "c1"}, Name: "app",
+			State: nkruntime.ContainerStateRunning, LogPath: logPath,
+		}}},
+	}
+	srv, err := server.New(server.Config{NodeName: "node-1", Pods: web, Runtime: web, Authenticator: authn, Authorizer: authz})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -596,14 +627,17 @@ func TestReviewsAgainstAPIServer(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, strings.TrimSpace(string(b))
 	}
+	if got, body := do("GET", "/containerLogs/"+ns+"/web/app", tokens["reader"]); got != 200 || body != "hello from web" {
+		t.Errorf("the reader's log request: %d %q, want 200 \"hello from web\"", got, body)
+	}
 	for _, c := range []struct {
 		method, path, who string
 		want              int
 	}{
 		{"GET", "/pods", "reader", 200},
-		// Authorized through proxy; the node runs no such pod.
-		{"GET", "/containerLogs/" + ns + "/web/app", "reader", 404},
+		// Authorized through proxy; this server has no streaming runtime.
 		{"POST", "/exec/" + ns + "/web/app?command=ls&output=1", "reader", 503},
+		{"GET", "/containerLogs/" + ns + "/web/app", "stranger", 403},
 		{"GET", "/stats/summary", "reader", 403},
 		{"GET", "/pods", "stranger", 403},
 		{"POST", "/exec/" + ns + "/web/app?command=ls&output=1", "stranger", 403},
