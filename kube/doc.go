@@ -216,6 +216,5 @@
 //
 // # Not yet here
 //
-// The kubelet's TokenReview and SubjectAccessReview for its server, and
-// certificate bootstrap and rotation.
+// Certificate bootstrap and rotation.
 package kube
