@@ -3,7 +3,8 @@
 //
 // It is the only part of nodekit that imports k8s.io/client-go; no other
 // package imports kube, so an agent that never talks to an API server
-// never links client-go.
+// never links client-go. It imports package server for the types of the
+// node server's authentication and authorization interfaces.
 //
 // # Node registration, status and Lease
 //
@@ -145,6 +146,45 @@
 // reach the API server: the object it would be written to is being
 // removed.
 //
+// # The node server's authentication and authorization
+//
+// TokenReviewAuthenticator is the server.TokenAuthenticator of the node
+// server's bearer tokens (server.AuthenticatorConfig.Tokens), and
+// SubjectAccessReviewAuthorizer its server.Authorizer, as the kubelet's
+// authentication.webhook and authorization mode Webhook are: each asks the
+// API server (a TokenReview of authentication.k8s.io/v1, a
+// SubjectAccessReview of authorization.k8s.io/v1 with the user, UID,
+// groups and extra the authenticator found and the kubelet's attributes:
+// verb, resource nodes, subresource proxy, stats, log, metrics, pods...,
+// name the node). The node's own credentials may create both: the Node
+// authorizer of kube-apiserver v1.37 lets system:nodes create
+// tokenreviews and subjectaccessreviews, as TestReviewsAgainstAPIServer
+// checks.
+//
+// Answers are kept on TokenReviewConfig.Clock and
+// SubjectAccessReviewConfig.Clock, with the kubelet's TTLs: a token's user,
+// and a token the API server did not authenticate without saying why, for
+// CacheTTL (2m, authentication.webhook.cacheTTL); an allowed review for
+// AuthorizedTTL (5m, cacheAuthorizedTTL), a denied or undecided one for
+// UnauthorizedTTL (30s, cacheUnauthorizedTTL). A review that failed is
+// never kept, nor a token review whose status carries an error (an
+// invalid or expired token). As the kubelet, the server answers a token
+// that could not be authenticated 401 and a failed SubjectAccessReview
+// 500. Tokens are kept only as SHA-256
+// hashes; each cache holds at most CacheSize answers.
+//
+// A review that fails with a transient error (a connection reset, the API
+// server's internal error, timeout or 429) is retried as the kubelet
+// retries it, five calls in all, waiting 0.5s, 0.75s, 1.125s and 1.69s on
+// the clock, within Timeout (10s). Differences from the kubelet: the waits
+// have no jitter, and concurrent reviews of the same token or attributes
+// are not merged into one.
+//
+//	tokens, _ := kube.NewTokenReviewAuthenticator(kube.TokenReviewConfig{Client: client})
+//	authz, _ := kube.NewSubjectAccessReviewAuthorizer(kube.SubjectAccessReviewConfig{Client: client})
+//	authn, _ := server.NewAuthenticator(server.AuthenticatorConfig{ClientCAFile: caFile, Tokens: tokens})
+//	srv, _ := server.New(server.Config{NodeName: name, Pods: pods, Authenticator: authn, Authorizer: authz})
+//
 // # A whole node
 //
 // With the node's own credentials, these make an agent.Agent a node of the
@@ -176,6 +216,5 @@
 //
 // # Not yet here
 //
-// The kubelet's TokenReview and SubjectAccessReview for its server, and
-// certificate bootstrap and rotation.
+// Certificate bootstrap and rotation.
 package kube

@@ -40,9 +40,12 @@
 //	authentication.x509.clientCAFile  client certificates; setting it or tlsCertFile
 //	                           makes the server HTTPS with authentication
 //	authentication.anonymous.enabled  requests without credentials (false)
-//	authorization.mode         AlwaysAllow, or Webhook (the default), which this
-//	                           command does not ask yet: every authenticated client
-//	                           but system:anonymous is allowed
+//	authentication.webhook.enabled, cacheTTL  bearer tokens checked by TokenReviews
+//	                           with the node's credentials, answers kept (true, 2m)
+//	authorization.mode         AlwaysAllow, or Webhook (the default): a
+//	                           SubjectAccessReview per request with the node's
+//	                           credentials (kube.SubjectAccessReviewAuthorizer)
+//	authorization.webhook.cacheAuthorizedTTL, cacheUnauthorizedTTL  (5m, 30s)
 //	containerRuntimeEndpoint   the CRI socket (unix:///run/containerd/containerd.sock)
 //	podLogsDir                 container logs (/var/log/pods)
 //	registerWithTaints         taints of a newly registered Node (none)
@@ -51,8 +54,7 @@
 //	clusterDNS, clusterDomain, resolvConf  the pods' DNS (none, none,
 //	                           /etc/resolv.conf; "" for none)
 //
-// Every other field is accepted and ignored: bearer tokens
-// (authentication.webhook: no TokenReview yet), readOnlyPort, healthz*,
+// Every other field is accepted and ignored: readOnlyPort, healthz*,
 // cgroup and QoS settings, eviction*, image garbage collection,
 // featureGates, logging, registerNode (the node always registers),
 // serializeImagePulls and the rest. Without tlsCertFile and
@@ -362,7 +364,7 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srvCfg, err := s.serving.agentServer(name, ipStrings, o.clock.Now())
+	srvCfg, err := s.serving.agentServer(name, ipStrings, o.clock.Now(), client)
 	if err != nil {
 		return err
 	}

@@ -1,23 +1,28 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/kube"
 	"github.com/nodekit/nodekit/server"
 )
 
 // serving are the node server's settings of a KubeletConfiguration: its
-// TLS files, client CA, anonymous access and authorization mode.
+// TLS files, client CA, anonymous access, token webhook and authorization
+// mode with their cache TTLs (zero: kube's defaults, the kubelet's).
 type serving struct {
 	certFile, keyFile, clientCAFile string
 	anonymous                       bool
+	noTokenWebhook                  bool // authentication.webhook.enabled: false
+	tokenTTL                        time.Duration
 	mode                            kubeletv1beta1.KubeletAuthorizationMode
+	authorizedTTL, unauthorizedTTL  time.Duration
 	config                          *kubeletv1beta1.KubeletConfiguration // served on /configz; nil without --config
 }
 
@@ -27,8 +32,12 @@ type serving struct {
 func servingOf(kc *kubeletv1beta1.KubeletConfiguration, path string) (serving, error) {
 	s := serving{
 		certFile: kc.TLSCertFile, keyFile: kc.TLSPrivateKeyFile,
-		clientCAFile: kc.Authentication.X509.ClientCAFile,
-		mode:         kc.Authorization.Mode,
+		clientCAFile:    kc.Authentication.X509.ClientCAFile,
+		mode:            kc.Authorization.Mode,
+		noTokenWebhook:  kc.Authentication.Webhook.Enabled != nil && !*kc.Authentication.Webhook.Enabled,
+		tokenTTL:        kc.Authentication.Webhook.CacheTTL.Duration,
+		authorizedTTL:   kc.Authorization.Webhook.CacheAuthorizedTTL.Duration,
+		unauthorizedTTL: kc.Authorization.Webhook.CacheUnauthorizedTTL.Duration,
 	}
 	if path != "" {
 		s.config = kc
@@ -51,12 +60,12 @@ func (s serving) secure() bool { return s.certFile != "" || s.clientCAFile != ""
 
 // agentServer builds the agent's server settings: HTTPS with the files
 // or a certificate made for the node's name and addresses; client
-// certificates of clientCAFile; anonymous access only when enabled.
-// Authorization AlwaysAllow lets every authenticated client through;
-// Webhook (the default) would ask the API server a SubjectAccessReview,
-// which this command does not do yet: it lets authenticated clients
-// through but system:anonymous, and says so in its log.
-func (s serving) agentServer(name string, ips []string, now time.Time) (agent.ServerConfig, error) {
+// certificates of clientCAFile; bearer tokens checked by TokenReviews
+// through client when the token webhook is on (the default); anonymous
+// access only when enabled. Authorization AlwaysAllow lets every
+// authenticated client through; Webhook (the default) asks the API
+// server a SubjectAccessReview through client.
+func (s serving) agentServer(name string, ips []string, now time.Time, client kubernetes.Interface) (agent.ServerConfig, error) {
 	var configz func() (any, error)
 	if s.config != nil {
 		configz = func() (any, error) { return s.config, nil }
@@ -72,18 +81,26 @@ func (s serving) agentServer(name string, ips []string, now time.Time) (agent.Se
 	if err != nil {
 		return agent.ServerConfig{}, err
 	}
-	authn, err := server.NewAuthenticator(server.AuthenticatorConfig{ClientCAFile: s.clientCAFile, Anonymous: s.anonymous})
+	authnCfg := server.AuthenticatorConfig{ClientCAFile: s.clientCAFile, Anonymous: s.anonymous}
+	if !s.noTokenWebhook {
+		tokens, err := kube.NewTokenReviewAuthenticator(kube.TokenReviewConfig{Client: client, CacheTTL: s.tokenTTL})
+		if err != nil {
+			return agent.ServerConfig{}, err
+		}
+		authnCfg.Tokens = tokens
+	}
+	authn, err := server.NewAuthenticator(authnCfg)
 	if err != nil {
 		return agent.ServerConfig{}, err
 	}
 	cfg := agent.ServerConfig{TLS: tlsCfg, Authenticator: authn, Configz: configz}
 	if s.mode != kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow {
-		cfg.Authorizer = server.AuthorizerFunc(func(_ context.Context, a server.Attributes) (server.Decision, string, error) {
-			if a.User == nil || a.User.Name == server.AnonymousUser {
-				return server.DecisionNoOpinion, "anonymous requests need a SubjectAccessReview", nil
-			}
-			return server.DecisionAllow, "", nil
-		})
+		authz, err := kube.NewSubjectAccessReviewAuthorizer(kube.SubjectAccessReviewConfig{
+			Client: client, AuthorizedTTL: s.authorizedTTL, UnauthorizedTTL: s.unauthorizedTTL})
+		if err != nil {
+			return agent.ServerConfig{}, err
+		}
+		cfg.Authorizer = authz
 	}
 	return cfg, nil
 }
