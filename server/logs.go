@@ -14,6 +14,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -291,10 +292,17 @@ func (s *Server) copyLog(ctx context.Context, f *os.File, path string, opts LogO
 	}
 	p := &criParser{out: &limitWriter{w: w, n: limit}, opts: opts, buf: make([]byte, logBufferSize), lineStart: true, newline: [1]byte{'\n'}}
 	var watcher *fsnotify.Watcher
+	// The state check's ticker lives as long as the follow: one made per
+	// wait would cost a timer per write, and a tick that came as a write
+	// ended the wait would be lost.
+	var check clock.Ticker
 	checked := false
 	defer func() {
 		if watcher != nil {
 			_ = watcher.Close()
+		}
+		if check != nil {
+			check.Stop()
 		}
 	}()
 	for {
@@ -322,7 +330,10 @@ func (s *Server) copyLog(ctx context.Context, f *os.File, path string, opts LogO
 		checked = true
 		var rotated bool
 		if !stopped {
-			if rotated, stopped, err = s.waitLog(ctx, watcher, path, running); err != nil {
+			if check == nil {
+				check = s.cfg.Clock.NewTicker(s.cfg.LogStateCheckPeriod)
+			}
+			if rotated, stopped, err = s.waitLog(ctx, watcher, check, path, running); err != nil {
 				return err
 			}
 		}
@@ -373,12 +384,9 @@ func replaced(f *os.File, path string) bool {
 }
 
 // waitLog waits for the log at path to grow or be replaced (rotated
-// true), for ctx to end (an error), or for a state check, every
-// LogStateCheckPeriod on the clock, to find the container stopped
-// (stopped true).
-func (s *Server) waitLog(ctx context.Context, watcher *fsnotify.Watcher, path string, running func(context.Context) bool) (rotated, stopped bool, err error) {
-	t := s.cfg.Clock.NewTicker(s.cfg.LogStateCheckPeriod)
-	defer t.Stop()
+// true), for ctx to end (an error), or for a state check, at each tick of
+// t, to find the container stopped (stopped true).
+func (s *Server) waitLog(ctx context.Context, watcher *fsnotify.Watcher, t clock.Ticker, path string, running func(context.Context) bool) (rotated, stopped bool, err error) {
 	for {
 		select {
 		case <-ctx.Done():
