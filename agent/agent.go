@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podworkers"
@@ -46,12 +47,15 @@ type Agent struct {
 	readyOnce sync.Once
 	addr      string // the address actually listened on; set before ready closes
 
-	// mu guards pods, reasons, told and rtErr.
+	admit admission.Chain
+
+	// mu guards pods, reasons, told, failed and rtErr.
 	mu      sync.Mutex
 	pods    map[types.UID]*v1.Pod // the desired pods, by UID
 	reasons map[types.UID]map[string]status.Reason
-	told    map[types.UID]bool // PodTerminated succeeded with a deletionTimestamp
-	rtErr   error              // the runtime's last Status verdict
+	told    map[types.UID]bool    // PodTerminated succeeded with a deletionTimestamp
+	rtErr   error                 // the runtime's last Status verdict
+	failed  map[types.UID]failure // pods the agent failed itself: rejected or evicted
 }
 
 // New builds an agent from cfg. It does no I/O and starts nothing.
@@ -66,6 +70,7 @@ func New(cfg Config) (*Agent, error) {
 		pods:    map[types.UID]*v1.Pod{},
 		reasons: map[types.UID]map[string]status.Reason{},
 		told:    map[types.UID]bool{},
+		failed:  map[types.UID]failure{},
 	}
 	a.status = status.New(status.Config{Sink: cfg.StatusSink, Clock: cfg.Clock, Logger: cfg.Logger.WithName("status")})
 	hostIP := ""
@@ -81,6 +86,9 @@ func New(cfg Config) (*Agent, error) {
 		prober = h
 	}
 	var err error
+	if a.admit, err = newAdmission(&cfg, nil); err != nil {
+		return nil, err
+	}
 	if a.probes, err = probes.New(probes.Config{
 		Prober: prober, Status: a.status.GetPodStatus, Clock: cfg.Clock, Logger: cfg.Logger.WithName("probes"),
 		Events: cfg.Events, Registerer: cfg.Registry,

@@ -14,6 +14,7 @@ import (
 	criapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/probes"
 	"github.com/nodekit/nodekit/runtime"
@@ -83,10 +84,33 @@ type Config struct {
 	// (kube.Tokens asks the API server). Default: none; a pod with a
 	// serviceAccountToken projection then waits with FailedMount.
 	Tokens volumes.TokenGetter
-	// Allocatable is the node's allocatable resources, which a
-	// downwardAPI resourceFieldRef shows for a container without that
-	// limit. Default: none (such a field shows 0).
+	// Allocatable is the node's allocatable resources: the pods admitted
+	// must fit in them (OutOfcpu, OutOfmemory, OutOfpods...; a resource
+	// not listed is not checked), and a downwardAPI resourceFieldRef
+	// shows them for a container without that limit. Default: none (no
+	// resource is checked; such a field shows 0).
 	Allocatable v1.ResourceList
+
+	// NodeLabels are the node's labels, which spec.nodeSelector and
+	// required node affinity must match for a pod to be admitted;
+	// kubernetes.io/hostname is NodeName unless set here. Default: only
+	// that one.
+	NodeLabels map[string]string
+	// NodeTaints are the node's taints; a pod that does not tolerate a
+	// NoExecute one is refused (TaintToleration), as the kubelet does.
+	// Default: none.
+	NodeTaints []v1.Taint
+	// AllowedUnsafeSysctls are the sysctls (names or "prefix.*") a pod
+	// may set beyond the safe ones; others are refused (SysctlForbidden).
+	// Default: none.
+	AllowedUnsafeSysctls []string
+	// AdmitHandlers run after the kubelet's admission checks (pressure,
+	// sysctls, OS, resources against Allocatable, node affinity, node
+	// name, host ports, NoExecute taints; see admission.Defaults), on
+	// each pod added by a source: the first refusal fails the pod with
+	// its reason and "Pod was rejected: <message>" and a warning event,
+	// and the pod is never started. Default: none.
+	AdmitHandlers []admission.Handler
 
 	// RuntimeStatusTimeout bounds the runtime's answer to Status, asked at
 	// start-up and every 10s: a runtime that does not answer within it

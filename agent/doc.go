@@ -92,6 +92,17 @@
 // terminated its liveness and startup probes stop before the kill, and its
 // readiness probes run until its containers are gone, as in the kubelet.
 //
-// Not here yet: admission (eviction, resources), mirror pods and the API
-// server; they come with their packages.
+// Admission: each pod a source adds is admitted first, as the kubelet's
+// HandlePodAdditions does, in order of creation and against the pods
+// admitted before it that still hold resources: the admission package's
+// chain (pressure, sysctls, OS, resources against Config.Allocatable,
+// node affinity against Config.NodeLabels, node name, host ports,
+// NoExecute Config.NodeTaints) followed by Config.AdmitHandlers. A
+// refused pod is recorded Failed with the handler's reason and "Pod was
+// rejected: <message>", gets a warning event, and is never started; its
+// worker finishes it at once. Pods already terminal, or being terminated,
+// are not admitted again.
+//
+// Not here yet: mirror pods and the API server; they come with their
+// packages.
 package agent
