@@ -16,25 +16,17 @@ const ReasonEvicted = "Evicted"
 
 // SystemCriticalPriority is the priority from which a pod is critical
 // (the priority of system-cluster-critical).
-const SystemCriticalPriority int32 = 2000000000
-
-// PressureFunc reports which pressure conditions the node has. It must
-// not block and must be safe for concurrent use.
-type PressureFunc func() (memory, disk, pid bool)
+const SystemCriticalPriority = podutil.SystemCriticalPriority
 
 // IsCritical reports whether a pod is critical to the node, as the
 // kubelet decides: a static or mirror pod, or one whose priority is at
 // least SystemCriticalPriority. Critical pods are admitted under
 // pressure and never evicted.
-func IsCritical(pod *v1.Pod) bool {
-	if podutil.IsStatic(pod) {
-		return true
-	}
-	if _, ok := pod.Annotations["kubernetes.io/config.mirror"]; ok {
-		return true
-	}
-	return pod.Spec.Priority != nil && *pod.Spec.Priority >= SystemCriticalPriority
-}
+func IsCritical(pod *v1.Pod) bool { return podutil.IsCritical(pod) }
+
+// PressureFunc reports which pressure conditions the node has. It must
+// not block and must be safe for concurrent use.
+type PressureFunc func() (memory, disk, pid bool)
 
 // Pressure returns the handler that refuses pods while the node is under
 // pressure: with memory pressure alone, BestEffort pods that do not
