@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podworkers"
@@ -48,6 +49,9 @@ type Agent struct {
 	addr      string // the address actually listened on; set before ready closes
 
 	admit admission.Chain
+	evict *eviction.Manager // nil without Config.Eviction
+	stats server.StatsProvider
+	gcMu  sync.Mutex // one container collection at a time
 
 	// mu guards pods, reasons, told, failed and rtErr.
 	mu      sync.Mutex
@@ -86,7 +90,7 @@ func New(cfg Config) (*Agent, error) {
 		prober = h
 	}
 	var err error
-	if a.admit, err = newAdmission(&cfg, nil); err != nil {
+	if a.admit, err = newAdmission(&cfg, a.pressure); err != nil {
 		return nil, err
 	}
 	if a.probes, err = probes.New(probes.Config{
@@ -173,6 +177,9 @@ func New(cfg Config) (*Agent, error) {
 	if a.server, err = a.newServer(); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	if a.evict, err = a.newEviction(); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -205,6 +212,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	g.Go(func() error { return a.loop.Run(ctx) })
 	g.Go(func() error { return a.merger.Run(ctx) })
 	g.Go(func() error { return a.runContainerGC(ctx) })
+	if a.evict != nil {
+		g.Go(func() error { return a.evict.Run(ctx) })
+	}
 	return g.Wait()
 }
 

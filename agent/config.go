@@ -112,6 +112,16 @@ type Config struct {
 	// and the pod is never started. Default: none.
 	AdmitHandlers []admission.Handler
 
+	// Eviction, when set, runs an eviction manager over the node server's
+	// stats (Server.Stats, or server.CRIStats over RuntimeService): it
+	// reports pressure (Agent.Pressure; admission refuses pods under
+	// it), frees dead containers (and images, with ReclaimImages) when
+	// disk is short, and evicts one pod per pass while a threshold is
+	// met, recording it Failed with reason Evicted and the kubelet's
+	// message. Default: nil, no eviction manager; &EvictionConfig{} gives
+	// the kubelet's defaults.
+	Eviction *EvictionConfig
+
 	// RuntimeStatusTimeout bounds the runtime's answer to Status, asked at
 	// start-up and every 10s: a runtime that does not answer within it
 	// makes /healthz fail, naming the timeout. Default 5s.

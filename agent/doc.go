@@ -103,6 +103,14 @@
 // worker finishes it at once. Pods already terminal, or being terminated,
 // are not admitted again.
 //
+// Eviction (Config.Eviction, off by default): an eviction.Manager reads
+// the node server's stats every 10s and evicts one pod per pass while a
+// threshold is met; the agent records the pod Failed with reason Evicted
+// and the kubelet's message and has its worker kill it within the
+// manager's grace period, freeing dead containers first when disk is
+// short. Agent.Pressure reports the pressure conditions, which admission
+// uses to refuse pods and kube.ConditionsFunc can put in the node status.
+//
 // Not here yet: mirror pods and the API server; they come with their
 // packages.
 package agent
