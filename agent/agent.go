@@ -21,6 +21,7 @@ import (
 	"github.com/nodekit/nodekit/probes"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/cri/images"
 	"github.com/nodekit/nodekit/server"
 	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/syncloop"
@@ -48,10 +49,11 @@ type Agent struct {
 	readyOnce sync.Once
 	addr      string // the address actually listened on; set before ready closes
 
-	admit admission.Chain
-	evict *eviction.Manager // nil without Config.Eviction
-	stats server.StatsProvider
-	gcMu  sync.Mutex // one container collection at a time
+	admit   admission.Chain
+	evict   *eviction.Manager // nil without Config.Eviction
+	imageGC *images.GC        // nil without Config.ImageGC
+	stats   server.StatsProvider
+	gcMu    sync.Mutex // one container collection at a time
 
 	// mu guards pods, reasons, told, failed and rtErr.
 	mu      sync.Mutex
@@ -177,6 +179,9 @@ func New(cfg Config) (*Agent, error) {
 	if a.server, err = a.newServer(); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	if a.imageGC, err = a.newImageGC(); err != nil {
+		return nil, err
+	}
 	if a.evict, err = a.newEviction(); err != nil {
 		return nil, err
 	}
@@ -214,6 +219,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	g.Go(func() error { return a.runContainerGC(ctx) })
 	if a.evict != nil {
 		g.Go(func() error { return a.evict.Run(ctx) })
+	}
+	if a.imageGC != nil {
+		g.Go(func() error { return a.imageGC.Run(ctx) })
 	}
 	return g.Wait()
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/nodekit/nodekit/probes"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/cri/images"
 	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/volumes"
 )
@@ -121,6 +122,14 @@ type Config struct {
 	// message. Default: nil, no eviction manager; &EvictionConfig{} gives
 	// the kubelet's defaults.
 	Eviction *EvictionConfig
+	// ImageGC, when set, removes unused images (images.GC) over
+	// ImageService and RuntimeService, with the image filesystem's usage
+	// from the node server's stats: every Period (5m) above
+	// HighThresholdPercent (85) down to LowThresholdPercent (80), and
+	// every unused one when the eviction manager finds disk short. Its
+	// Images, Containers, FsUsage, Clock and Logger are the agent's.
+	// Default: nil, images are never removed.
+	ImageGC *images.GCConfig
 
 	// RuntimeStatusTimeout bounds the runtime's answer to Status, asked at
 	// start-up and every 10s: a runtime that does not answer within it

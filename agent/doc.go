@@ -108,8 +108,11 @@
 // threshold is met; the agent records the pod Failed with reason Evicted
 // and the kubelet's message and has its worker kill it within the
 // manager's grace period, freeing dead containers first when disk is
-// short. Agent.Pressure reports the pressure conditions, which admission
-// uses to refuse pods and kube.ConditionsFunc can put in the node status.
+// short, and unused images through the image collector when
+// Config.ImageGC is set (which also removes unused images every 5m above
+// 85% image filesystem usage). Agent.Pressure reports the pressure
+// conditions, which admission uses to refuse pods and kube.ConditionsFunc
+// can put in the node status.
 //
 // Not here yet: mirror pods and the API server; they come with their
 // packages.

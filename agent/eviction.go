@@ -11,6 +11,7 @@ import (
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/podworkers"
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri/images"
 	"github.com/nodekit/nodekit/status"
 )
 
@@ -31,8 +32,9 @@ type EvictionConfig struct {
 	// DedicatedImageFs says images live on a filesystem of their own.
 	DedicatedImageFs bool
 	// ReclaimImages removes unused images when disk is short, before
-	// pods are evicted. Default: none (dead containers are still
-	// removed first).
+	// pods are evicted. Default: the DeleteUnused of the agent's image
+	// collector (Config.ImageGC), if any; else none (dead containers are
+	// still removed first).
 	ReclaimImages eviction.ReclaimFunc
 }
 
@@ -46,6 +48,10 @@ func (a *Agent) newEviction() (*eviction.Manager, error) {
 	if a.stats == nil {
 		return nil, errors.New("agent: Config.Eviction needs stats: Config.Server.Stats, or Config.RuntimeService")
 	}
+	reclaimImages := ec.ReclaimImages
+	if reclaimImages == nil && a.imageGC != nil {
+		reclaimImages = a.imageGC.DeleteUnused
+	}
 	m, err := eviction.New(eviction.Config{
 		Summary:                  a.stats.Summary,
 		ActivePods:               a.evictionCandidates,
@@ -56,7 +62,7 @@ func (a *Agent) newEviction() (*eviction.Manager, error) {
 		PressureTransitionPeriod: ec.PressureTransitionPeriod,
 		MaxPodGracePeriodSeconds: ec.MaxPodGracePeriodSeconds,
 		ReclaimContainers:        a.reclaimContainers,
-		ReclaimImages:            ec.ReclaimImages,
+		ReclaimImages:            reclaimImages,
 		DedicatedImageFs:         ec.DedicatedImageFs,
 		Clock:                    a.cfg.Clock,
 		Logger:                   a.cfg.Logger.WithName("eviction"),
@@ -66,6 +72,36 @@ func (a *Agent) newEviction() (*eviction.Manager, error) {
 		return nil, fmt.Errorf("agent: Config.Eviction: %w", err)
 	}
 	return m, nil
+}
+
+// newImageGC builds the image collector of Config.ImageGC over the CRI
+// services, with the image filesystem's figures from the node server's
+// stats.
+func (a *Agent) newImageGC() (*images.GC, error) {
+	if a.cfg.ImageGC == nil {
+		return nil, nil
+	}
+	if a.cfg.ImageService == nil || a.cfg.RuntimeService == nil || a.stats == nil {
+		return nil, errors.New("agent: Config.ImageGC needs Config.ImageService, Config.RuntimeService and stats")
+	}
+	c := *a.cfg.ImageGC
+	c.Images, c.Containers, c.Clock, c.Logger = a.cfg.ImageService, a.cfg.RuntimeService, a.cfg.Clock, a.cfg.Logger.WithName("imagegc")
+	stats := a.stats
+	c.FsUsage = func(ctx context.Context) (uint64, uint64, error) {
+		s, err := stats.Summary(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		if s.Node.Runtime == nil || s.Node.Runtime.ImageFs == nil || s.Node.Runtime.ImageFs.CapacityBytes == nil || s.Node.Runtime.ImageFs.AvailableBytes == nil {
+			return 0, 0, errors.New("the stats summary has no image filesystem capacity")
+		}
+		return *s.Node.Runtime.ImageFs.CapacityBytes, *s.Node.Runtime.ImageFs.AvailableBytes, nil
+	}
+	gc, err := images.NewGC(c)
+	if err != nil {
+		return nil, fmt.Errorf("agent: Config.ImageGC: %w", err)
+	}
+	return gc, nil
 }
 
 // Pressure reports the node's pressure conditions, from the eviction

@@ -57,6 +57,8 @@
 //	                           eviction thresholds (package eviction; evictionHard
 //	                           defaults to the kubelet's), checked every 10s
 //	evictionPressureTransitionPeriod, evictionMaxPodGracePeriod  (5m, 0)
+//	imageGCHighThresholdPercent, imageGCLowThresholdPercent, imageMinimumGCAge
+//	                           unused images removed (85, 80, 2m), every 5m
 //
 // Pods are admitted as the kubelet does (package admission) against the
 // host's capacity less the reserved resources, maxPods and
@@ -64,7 +66,7 @@
 // MemoryPressure, DiskPressure and PIDPressure conditions.
 //
 // Every other field is accepted and ignored: readOnlyPort, healthz*,
-// cgroup and QoS settings, other eviction fields, image garbage collection,
+// cgroup and QoS settings, other eviction and image GC fields,
 // featureGates, logging, registerNode (the node always registers),
 // serializeImagePulls and the rest. Without tlsCertFile and
 // clientCAFile the server is plain HTTP without authentication, which is
@@ -109,6 +111,7 @@ import (
 	"github.com/nodekit/nodekit/kube"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/cri/images"
 	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
@@ -168,6 +171,7 @@ type settings struct {
 	clusterDomain, resolvConf             string
 	serving                               serving
 	eviction                              *agent.EvictionConfig
+	imageGC                               *images.GCConfig
 }
 
 // loadConfig reads and strictly decodes the KubeletConfiguration at path
@@ -267,6 +271,13 @@ func loadConfig(path string) (settings, error) {
 	s.eviction = &agent.EvictionConfig{
 		Thresholds: thresholds, PressureTransitionPeriod: kc.EvictionPressureTransitionPeriod.Duration,
 		MaxPodGracePeriodSeconds: int64(kc.EvictionMaxPodGracePeriod),
+	}
+	s.imageGC = &images.GCConfig{MinAge: kc.ImageMinimumGCAge.Duration}
+	if kc.ImageGCHighThresholdPercent != nil {
+		s.imageGC.HighThresholdPercent = int(*kc.ImageGCHighThresholdPercent)
+	}
+	if kc.ImageGCLowThresholdPercent != nil {
+		s.imageGC.LowThresholdPercent = int(*kc.ImageGCLowThresholdPercent)
 	}
 	serving, err := servingOf(&kc, path)
 	if err != nil {
@@ -417,7 +428,7 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	}
 	a, err := agent.New(agent.Config{
 		NodeName: name, NodeIPs: ipStrings,
-		Allocatable: allocatable, NodeTaints: s.taints, Eviction: s.eviction,
+		Allocatable: allocatable, NodeTaints: s.taints, Eviction: s.eviction, ImageGC: s.imageGC,
 		RuntimeService: rt, ImageService: rt,
 		CRI: cri.Config{PodLogsDir: s.podLogsDir, PodsDir: filepath.Join(o.rootDir, "pods"),
 			ClusterDNS: s.clusterDNS, ClusterDomain: s.clusterDomain, ResolvConf: s.resolvConf,

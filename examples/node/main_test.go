@@ -93,7 +93,10 @@ func TestLoadConfig(t *testing.T) {
 		if s.eviction == nil || len(s.eviction.Thresholds) != 5 {
 			t.Errorf("eviction = %+v, want the kubelet's 5 default hard thresholds", s.eviction)
 		}
-		s.eviction = nil
+		if g := s.imageGC; g == nil || g.HighThresholdPercent != 0 || g.LowThresholdPercent != 0 || g.MinAge != 0 {
+			t.Errorf("imageGC = %+v, want the kubelet's defaults (zero fields)", s.imageGC)
+		}
+		s.eviction, s.imageGC = nil, nil
 		if fmt.Sprintf("%+v", s) != fmt.Sprintf("%+v", want) {
 			t.Errorf("loadConfig(\"\") = %+v\nwant %+v", s, want)
 		}
@@ -121,6 +124,9 @@ evictionSoft: {nodefs.available: 20%}
 evictionSoftGracePeriod: {nodefs.available: 1m}
 evictionPressureTransitionPeriod: 30s
 evictionMaxPodGracePeriod: 15
+imageGCHighThresholdPercent: 90
+imageGCLowThresholdPercent: 70
+imageMinimumGCAge: 5m
 `)
 		s, err := loadConfig(path)
 		if err != nil {
@@ -131,6 +137,9 @@ evictionMaxPodGracePeriod: 15
 			s.endpoint != "unix:///run/crio/crio.sock" || s.podLogsDir != "/srv/logs" || s.maxPods != 30 || s.resolvConf != "-" ||
 			len(s.taints) != 1 || s.taints[0].Key != "example.com/edge" {
 			t.Errorf("loadConfig = %+v", s)
+		}
+		if g := s.imageGC; g.HighThresholdPercent != 90 || g.LowThresholdPercent != 70 || g.MinAge != 5*time.Minute {
+			t.Errorf("imageGC = %+v", g)
 		}
 		var ts []string
 		for _, th := range s.eviction.Thresholds {
