@@ -3,9 +3,12 @@ package agent_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -17,12 +20,14 @@ import (
 
 // startAdmitting is startFidelity with a node of 1 CPU and the given
 // extra admit handlers.
-func startAdmitting(t *testing.T, events *eventLog, extra ...admission.Handler) *fidelity {
+func startAdmitting(t *testing.T, events *eventLog, extra ...admission.Handler) *admitting {
 	t.Helper()
 	fake := newFake(t)
 	dir := t.TempDir()
 	f := &fidelity{t: t, fake: fake, api: podsource.NewChannel("api", 16), history: &history{}}
+	reg := prometheus.NewRegistry()
 	a, err := agent.New(agent.Config{
+		Registry: reg,
 		NodeName: "node", RuntimeService: fake, ImageService: fake, Sources: []podsource.Source{f.api}, StatusSink: f.history,
 		RelistPeriod: 20 * time.Millisecond, HousekeepingPeriod: 50 * time.Millisecond, BackOffPeriod: 50 * time.Millisecond,
 		CRI:         cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: filepath.Join(dir, "pods"), ResolvConf: "-"},
@@ -35,7 +40,12 @@ func startAdmitting(t *testing.T, events *eventLog, extra ...admission.Handler) 
 	}
 	runUntilCleanup(t, a)
 	f.send(podsource.SET)
-	return f
+	return &admitting{fidelity: f, registry: reg}
+}
+
+type admitting struct {
+	*fidelity
+	registry *prometheus.Registry
 }
 
 func withCPU(p *v1.Pod, cpu string) *v1.Pod {
@@ -81,6 +91,14 @@ func TestPodThatDoesNotFitIsRejectedOutOfcpu(t *testing.T) {
 	}
 	if s, _ := f.history.last("small"); s.Phase != v1.PodRunning {
 		t.Errorf("small is %s, want Running", s.Phase)
+	}
+	want = `
+# HELP kubelet_admission_rejections_total Cumulative number pod admission rejections by the Kubelet.
+# TYPE kubelet_admission_rejections_total counter
+kubelet_admission_rejections_total{reason="OutOfcpu"} 1
+`
+	if err := testutil.GatherAndCompare(f.registry, strings.NewReader(want), "kubelet_admission_rejections_total"); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -94,6 +95,7 @@ func (a *Agent) activePods(except types.UID) []*v1.Pod {
 func (a *Agent) reject(pod *v1.Pod, reason, message string) {
 	a.log.V(2).Info("pod rejected", "pod", podutil.FullName(pod), "podUID", pod.UID, "reason", reason, "message", message)
 	a.cfg.Events(pod, v1.EventTypeWarning, reason, message)
+	a.metrics.rejections.WithLabelValues(rejectionLabel(reason)).Inc()
 	r := status.Reason{Reason: reason, Message: "Pod was rejected: " + message}
 	a.mu.Lock()
 	a.failed[pod.UID] = failure{Reason: r, rejected: true}
@@ -118,3 +120,20 @@ type failure struct {
 }
 
 func terminal(p v1.PodPhase) bool { return p == v1.PodFailed || p == v1.PodSucceeded }
+
+// rejectionLabel bounds the reason label of
+// kubelet_admission_rejections_total as the kubelet does: its known
+// reasons as they are, other resource shortages as
+// OutOfExtendedResources, anything else as Other.
+func rejectionLabel(reason string) string {
+	switch reason {
+	case admission.ReasonOSSelectorMismatch, admission.ReasonOSNotSupported,
+		admission.ReasonOutOfCPU, admission.ReasonOutOfMemory, admission.ReasonOutOfEphemeralStorage, admission.ReasonOutOfPods,
+		admission.ReasonEvicted, admission.ReasonSysctlForbidden:
+		return reason
+	}
+	if strings.HasPrefix(reason, admission.ReasonPrefixOutOf) {
+		return "OutOfExtendedResources"
+	}
+	return "Other"
+}

@@ -295,6 +295,7 @@ func (a *Agent) lookup(uid types.UID) (*v1.Pod, bool) {
 // metrics are the agent's own, by the kubelet's names.
 type metrics struct {
 	startDuration prometheus.Histogram
+	rejections    *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry, a *Agent) (*metrics, error) {
@@ -304,6 +305,9 @@ func newMetrics(reg *prometheus.Registry, a *Agent) (*metrics, error) {
 			Help:    "Duration in seconds from the agent seeing a pod for the first time to the pod starting to run.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
 		}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: "kubelet", Name: "admission_rejections_total", Help: "Cumulative number pod admission rejections by the Kubelet.",
+		}, []string{"reason"}),
 	}
 	running := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Subsystem: "kubelet", Name: "running_pods", Help: "Number of pods that have a running pod sandbox.",
@@ -318,7 +322,7 @@ func newMetrics(reg *prometheus.Registry, a *Agent) (*metrics, error) {
 		}
 		return float64(n)
 	})
-	for _, c := range []prometheus.Collector{m.startDuration, running} {
+	for _, c := range []prometheus.Collector{m.startDuration, m.rejections, running} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -67,6 +67,7 @@ func (a *Agent) newEviction() (*eviction.Manager, error) {
 		Clock:                    a.cfg.Clock,
 		Logger:                   a.cfg.Logger.WithName("eviction"),
 		Events:                   a.cfg.Events,
+		Registerer:               a.cfg.Registry,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: Config.Eviction: %w", err)

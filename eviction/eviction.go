@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -79,14 +80,18 @@ type Config struct {
 	// Events receives warning events: Evicted about a pod, and
 	// EvictionThresholdMet (pod nil) about the node. Default: none.
 	Events func(pod *v1.Pod, typ, reason, message string)
+	// Registerer receives kubelet_evictions{eviction_signal}, the
+	// kubelet's counter of evictions. Nil: not registered.
+	Registerer prometheus.Registerer
 }
 
 // Manager watches the node's signals against thresholds, reports
 // pressure conditions, and evicts one pod per pass while a threshold is
 // met. Its methods are safe for concurrent use.
 type Manager struct {
-	cfg Config
-	log logr.Logger
+	cfg       Config
+	log       logr.Logger
+	evictions *prometheus.CounterVec
 
 	// mu guards the fields below.
 	mu                 sync.RWMutex
@@ -138,8 +143,16 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Events == nil {
 		cfg.Events = func(*v1.Pod, string, string, string) {}
 	}
+	evictions := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Subsystem: "kubelet", Name: "evictions", Help: "Cumulative number of pod evictions by eviction signal",
+	}, []string{"eviction_signal"})
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(evictions); err != nil {
+			return nil, fmt.Errorf("eviction: registering metrics: %w", err)
+		}
+	}
 	return &Manager{
-		cfg: cfg, log: cfg.Logger,
+		cfg: cfg, log: cfg.Logger, evictions: evictions,
 		firstObservedAt:    map[int]time.Time{},
 		conditionsObserved: map[v1.NodeConditionType]time.Time{},
 	}, nil
@@ -301,6 +314,7 @@ func (m *Manager) Synchronize(ctx context.Context) *v1.Pod {
 			m.log.Error(err, "evicting pod failed", "pod", podutil.FullName(p), "podUID", p.UID)
 			continue
 		}
+		m.evictions.WithLabelValues(string(t.Signal)).Inc()
 		return p
 	}
 	m.log.Info("unable to evict any pod", "threshold", t.String())

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -137,7 +139,8 @@ func TestMemoryPressureEvictsThePodOverItsRequest(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	n := &node{memAvail: 1024 * mi, memUsed: 1024 * mi, usage: map[string]uint64{"within": 150 * mi, "over": 300 * mi, "high": 400 * mi}}
 	n.pods = []*v1.Pod{mkPod("within", "200Mi", 0), mkPod("over", "100Mi", 0), mkPod("high", "", 1000)}
-	m := newManager(t, n, clk, eviction.Spec{Hard: map[string]string{"memory.available": "100Mi"}})
+	reg := prometheus.NewRegistry()
+	m := newManager(t, n, clk, eviction.Spec{Hard: map[string]string{"memory.available": "100Mi"}}, func(c *eviction.Config) { c.Registerer = reg })
 	if got := m.Synchronize(context.Background()); got != nil || pressure(m) != "memory=false disk=false pid=false" {
 		t.Fatalf("without pressure: evicted %v, %s", got, pressure(m))
 	}
@@ -158,6 +161,14 @@ func TestMemoryPressureEvictsThePodOverItsRequest(t *testing.T) {
 	clk.Step(10 * time.Second)
 	if got := m.Synchronize(context.Background()); got == nil || got.Name != "high" {
 		t.Fatalf("second eviction %v, want high", got)
+	}
+	want = `
+# HELP kubelet_evictions Cumulative number of pod evictions by eviction signal
+# TYPE kubelet_evictions counter
+kubelet_evictions{eviction_signal="memory.available"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kubelet_evictions"); err != nil {
+		t.Error(err)
 	}
 }
 
