@@ -13,12 +13,15 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podworkers"
 	"github.com/nodekit/nodekit/probes"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/cri/images"
 	"github.com/nodekit/nodekit/server"
 	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/syncloop"
@@ -46,12 +49,19 @@ type Agent struct {
 	readyOnce sync.Once
 	addr      string // the address actually listened on; set before ready closes
 
-	// mu guards pods, reasons, told and rtErr.
+	admit   admission.Chain
+	evict   *eviction.Manager // nil without Config.Eviction
+	imageGC *images.GC        // nil without Config.ImageGC
+	stats   server.StatsProvider
+	gcMu    sync.Mutex // one container collection at a time
+
+	// mu guards pods, reasons, told, failed and rtErr.
 	mu      sync.Mutex
 	pods    map[types.UID]*v1.Pod // the desired pods, by UID
 	reasons map[types.UID]map[string]status.Reason
-	told    map[types.UID]bool // PodTerminated succeeded with a deletionTimestamp
-	rtErr   error              // the runtime's last Status verdict
+	told    map[types.UID]bool    // PodTerminated succeeded with a deletionTimestamp
+	rtErr   error                 // the runtime's last Status verdict
+	failed  map[types.UID]failure // pods the agent failed itself: rejected or evicted
 }
 
 // New builds an agent from cfg. It does no I/O and starts nothing.
@@ -66,6 +76,7 @@ func New(cfg Config) (*Agent, error) {
 		pods:    map[types.UID]*v1.Pod{},
 		reasons: map[types.UID]map[string]status.Reason{},
 		told:    map[types.UID]bool{},
+		failed:  map[types.UID]failure{},
 	}
 	a.status = status.New(status.Config{Sink: cfg.StatusSink, Clock: cfg.Clock, Logger: cfg.Logger.WithName("status")})
 	hostIP := ""
@@ -81,6 +92,9 @@ func New(cfg Config) (*Agent, error) {
 		prober = h
 	}
 	var err error
+	if a.admit, err = newAdmission(&cfg, a.pressure); err != nil {
+		return nil, err
+	}
 	if a.probes, err = probes.New(probes.Config{
 		Prober: prober, Status: a.status.GetPodStatus, Clock: cfg.Clock, Logger: cfg.Logger.WithName("probes"),
 		Events: cfg.Events, Registerer: cfg.Registry,
@@ -165,6 +179,12 @@ func New(cfg Config) (*Agent, error) {
 	if a.server, err = a.newServer(); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	if a.imageGC, err = a.newImageGC(); err != nil {
+		return nil, err
+	}
+	if a.evict, err = a.newEviction(); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -197,6 +217,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	g.Go(func() error { return a.loop.Run(ctx) })
 	g.Go(func() error { return a.merger.Run(ctx) })
 	g.Go(func() error { return a.runContainerGC(ctx) })
+	if a.evict != nil {
+		g.Go(func() error { return a.evict.Run(ctx) })
+	}
+	if a.imageGC != nil {
+		g.Go(func() error { return a.imageGC.Run(ctx) })
+	}
 	return g.Wait()
 }
 
@@ -269,6 +295,7 @@ func (a *Agent) lookup(uid types.UID) (*v1.Pod, bool) {
 // metrics are the agent's own, by the kubelet's names.
 type metrics struct {
 	startDuration prometheus.Histogram
+	rejections    *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry, a *Agent) (*metrics, error) {
@@ -278,6 +305,9 @@ func newMetrics(reg *prometheus.Registry, a *Agent) (*metrics, error) {
 			Help:    "Duration in seconds from the agent seeing a pod for the first time to the pod starting to run.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
 		}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: "kubelet", Name: "admission_rejections_total", Help: "Cumulative number pod admission rejections by the Kubelet.",
+		}, []string{"reason"}),
 	}
 	running := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Subsystem: "kubelet", Name: "running_pods", Help: "Number of pods that have a running pod sandbox.",
@@ -292,7 +322,7 @@ func newMetrics(reg *prometheus.Registry, a *Agent) (*metrics, error) {
 		}
 		return float64(n)
 	})
-	for _, c := range []prometheus.Collector{m.startDuration, running} {
+	for _, c := range []prometheus.Collector{m.startDuration, m.rejections, running} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

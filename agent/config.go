@@ -14,10 +14,12 @@ import (
 	criapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/probes"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/cri/images"
 	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/volumes"
 )
@@ -83,10 +85,51 @@ type Config struct {
 	// (kube.Tokens asks the API server). Default: none; a pod with a
 	// serviceAccountToken projection then waits with FailedMount.
 	Tokens volumes.TokenGetter
-	// Allocatable is the node's allocatable resources, which a
-	// downwardAPI resourceFieldRef shows for a container without that
-	// limit. Default: none (such a field shows 0).
+	// Allocatable is the node's allocatable resources: the pods admitted
+	// must fit in them (OutOfcpu, OutOfmemory, OutOfpods...; a resource
+	// not listed is not checked), and a downwardAPI resourceFieldRef
+	// shows them for a container without that limit. Default: none (no
+	// resource is checked; such a field shows 0).
 	Allocatable v1.ResourceList
+
+	// NodeLabels are the node's labels, which spec.nodeSelector and
+	// required node affinity must match for a pod to be admitted;
+	// kubernetes.io/hostname is NodeName unless set here. Default: only
+	// that one.
+	NodeLabels map[string]string
+	// NodeTaints are the node's taints; a pod that does not tolerate a
+	// NoExecute one is refused (TaintToleration), as the kubelet does.
+	// Default: none.
+	NodeTaints []v1.Taint
+	// AllowedUnsafeSysctls are the sysctls (names or "prefix.*") a pod
+	// may set beyond the safe ones; others are refused (SysctlForbidden).
+	// Default: none.
+	AllowedUnsafeSysctls []string
+	// AdmitHandlers run after the kubelet's admission checks (pressure,
+	// sysctls, OS, resources against Allocatable, node affinity, node
+	// name, host ports, NoExecute taints; see admission.Defaults), on
+	// each pod added by a source: the first refusal fails the pod with
+	// its reason and "Pod was rejected: <message>" and a warning event,
+	// and the pod is never started. Default: none.
+	AdmitHandlers []admission.Handler
+
+	// Eviction, when set, runs an eviction manager over the node server's
+	// stats (Server.Stats, or server.CRIStats over RuntimeService): it
+	// reports pressure (Agent.Pressure; admission refuses pods under
+	// it), frees dead containers (and images, with ReclaimImages) when
+	// disk is short, and evicts one pod per pass while a threshold is
+	// met, recording it Failed with reason Evicted and the kubelet's
+	// message. Default: nil, no eviction manager; &EvictionConfig{} gives
+	// the kubelet's defaults.
+	Eviction *EvictionConfig
+	// ImageGC, when set, removes unused images (images.GC) over
+	// ImageService and RuntimeService, with the image filesystem's usage
+	// from the node server's stats: every Period (5m) above
+	// HighThresholdPercent (85) down to LowThresholdPercent (80), and
+	// every unused one when the eviction manager finds disk short. Its
+	// Images, Containers, FsUsage, Clock and Logger are the agent's.
+	// Default: nil, images are never removed.
+	ImageGC *images.GCConfig
 
 	// RuntimeStatusTimeout bounds the runtime's answer to Status, asked at
 	// start-up and every 10s: a runtime that does not answer within it

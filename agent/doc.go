@@ -92,6 +92,28 @@
 // terminated its liveness and startup probes stop before the kill, and its
 // readiness probes run until its containers are gone, as in the kubelet.
 //
-// Not here yet: admission (eviction, resources), mirror pods and the API
-// server; they come with their packages.
+// Admission: each pod a source adds is admitted first, as the kubelet's
+// HandlePodAdditions does, in order of creation and against the pods
+// admitted before it that still hold resources: the admission package's
+// chain (pressure, sysctls, OS, resources against Config.Allocatable,
+// node affinity against Config.NodeLabels, node name, host ports,
+// NoExecute Config.NodeTaints) followed by Config.AdmitHandlers. A
+// refused pod is recorded Failed with the handler's reason and "Pod was
+// rejected: <message>", gets a warning event, and is never started; its
+// worker finishes it at once. Pods already terminal, or being terminated,
+// are not admitted again.
+//
+// Eviction (Config.Eviction, off by default): an eviction.Manager reads
+// the node server's stats every 10s and evicts one pod per pass while a
+// threshold is met; the agent records the pod Failed with reason Evicted
+// and the kubelet's message and has its worker kill it within the
+// manager's grace period, freeing dead containers first when disk is
+// short, and unused images through the image collector when
+// Config.ImageGC is set (which also removes unused images every 5m above
+// 85% image filesystem usage). Agent.Pressure reports the pressure
+// conditions, which admission uses to refuse pods and kube.ConditionsFunc
+// can put in the node status.
+//
+// Not here yet: mirror pods and the API server; they come with their
+// packages.
 package agent

@@ -26,20 +26,24 @@ func (a *Agent) runContainerGC(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C():
-			if err := a.collectContainers(ctx, gc); err != nil && ctx.Err() == nil {
+			if err := a.collectContainers(ctx, gc, *a.cfg.GCPolicy); err != nil && ctx.Err() == nil {
 				a.log.Error(err, "collecting dead containers")
 			}
 		}
 	}
 }
 
-// collectContainers removes dead containers beyond Config.GCPolicy; those
-// of a pod are all removable once no source wants the pod and its worker
-// is done with it. Nothing is collected before every source has been seen.
-func (a *Agent) collectContainers(ctx context.Context, gc runtime.GarbageCollector) error {
+// collectContainers removes dead containers beyond policy; those of a
+// pod are all removable once no source wants the pod and its worker is
+// done with it. Nothing is collected before every source has been seen.
+// Collections (periodic, or the eviction manager's reclaim) run one at a
+// time.
+func (a *Agent) collectContainers(ctx context.Context, gc runtime.GarbageCollector, policy runtime.GCPolicy) error {
 	if !a.merger.SeenAllSources() {
 		return nil
 	}
+	a.gcMu.Lock()
+	defer a.gcMu.Unlock()
 	a.mu.Lock()
 	want := make(map[types.UID]bool, len(a.pods))
 	for uid := range a.pods {
@@ -50,7 +54,7 @@ func (a *Agent) collectContainers(ctx context.Context, gc runtime.GarbageCollect
 		want[p.UID] = true
 	}
 	gone := func(uid types.UID) bool { return !want[uid] && a.workers.ShouldPodContentBeRemoved(uid) }
-	if err := gc.GarbageCollect(ctx, *a.cfg.GCPolicy, gone); err != nil {
+	if err := gc.GarbageCollect(ctx, policy, gone); err != nil {
 		return fmt.Errorf("agent: container GC: %w", err)
 	}
 	return nil

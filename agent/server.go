@@ -85,6 +85,7 @@ func (a *Agent) newServer() (*server.Server, error) {
 		}
 		cfg.Stats = stats
 	}
+	a.stats = cfg.Stats
 	return server.New(cfg)
 }
 

@@ -29,12 +29,8 @@ func (a *Agent) remember(pods []*v1.Pod) {
 }
 
 // HandlePodAdditions implements syncloop.Handler.
-func (a *Agent) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
-	a.remember(pods)
-	for _, p := range pods {
-		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
-	}
-}
+// Pods are admitted first (addPods).
+func (a *Agent) HandlePodAdditions(_ context.Context, pods []*v1.Pod) { a.addPods(pods) }
 
 // HandlePodUpdates implements syncloop.Handler.
 func (a *Agent) HandlePodUpdates(_ context.Context, pods []*v1.Pod) {
@@ -148,6 +144,7 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 			a.mu.Lock()
 			delete(a.reasons, uid)
 			delete(a.told, uid)
+			delete(a.failed, uid)
 			a.mu.Unlock()
 		}
 	}
@@ -324,6 +321,9 @@ func (a *Agent) generateAt(pod *v1.Pod, rs *runtime.PodStatus, stage status.Stag
 		in.Previous = &prev
 	}
 	s := status.Generate(in)
+	if r, failed := a.failedBy(pod.UID); failed {
+		s.Phase, s.Reason, s.Message = v1.PodFailed, r.Reason, r.Message
+	}
 	if !ok || prev.Phase != v1.PodRunning {
 		if s.Phase == v1.PodRunning && s.StartTime != nil {
 			a.metrics.startDuration.Observe(a.cfg.Clock.Since(s.StartTime.Time).Seconds())

@@ -84,11 +84,11 @@
 //     sidecars' Always) only, there is no AllContainersRestarting
 //     condition, and restart counts and last states are not carried over
 //     from the previous status;
-//   - a pod is never failed by the agent itself with a reason of its own
-//     (the kubelet's eviction and active-deadline handlers, which set
-//     Failed with Evicted or DeadlineExceeded): the pod workers have no
-//     such seam yet, so an evicted pod ends in the phase its containers'
-//     exits give;
+//   - Generate never fails a pod with a reason of its own (the kubelet's
+//     admission, eviction and active-deadline handlers, which set Failed
+//     with OutOfcpu, Evicted or DeadlineExceeded): the agent sets phase,
+//     reason and message over the generated status for the pods it
+//     rejected or evicted; active deadlines are not enforced;
 //   - conditions the kubelet does not own (readiness gates' conditions,
 //     DisruptionTarget) and observedGeneration are not part of the
 //     generated status: a sink that patches an API server keeps them;

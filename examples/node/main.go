@@ -53,9 +53,20 @@
 //	systemReserved, kubeReserved  subtracted from capacity in allocatable
 //	clusterDNS, clusterDomain, resolvConf  the pods' DNS (none, none,
 //	                           /etc/resolv.conf; "" for none)
+//	evictionHard, evictionSoft, evictionSoftGracePeriod, evictionMinimumReclaim
+//	                           eviction thresholds (package eviction; evictionHard
+//	                           defaults to the kubelet's), checked every 10s
+//	evictionPressureTransitionPeriod, evictionMaxPodGracePeriod  (5m, 0)
+//	imageGCHighThresholdPercent, imageGCLowThresholdPercent, imageMinimumGCAge
+//	                           unused images removed (85, 80, 2m), every 5m
+//
+// Pods are admitted as the kubelet does (package admission) against the
+// host's capacity less the reserved resources, maxPods and
+// registerWithTaints; the eviction manager's pressure shows in the Node's
+// MemoryPressure, DiskPressure and PIDPressure conditions.
 //
 // Every other field is accepted and ignored: readOnlyPort, healthz*,
-// cgroup and QoS settings, eviction*, image garbage collection,
+// cgroup and QoS settings, other eviction and image GC fields,
 // featureGates, logging, registerNode (the node always registers),
 // serializeImagePulls and the rest. Without tlsCertFile and
 // clientCAFile the server is plain HTTP without authentication, which is
@@ -96,9 +107,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/kube"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/cri/images"
 	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
@@ -157,6 +170,8 @@ type settings struct {
 	clusterDNS                            []string
 	clusterDomain, resolvConf             string
 	serving                               serving
+	eviction                              *agent.EvictionConfig
+	imageGC                               *images.GCConfig
 }
 
 // loadConfig reads and strictly decodes the KubeletConfiguration at path
@@ -245,12 +260,51 @@ func loadConfig(path string) (settings, error) {
 	if len(reserved) > 0 {
 		s.reserved = reserved
 	}
+	hard := kc.EvictionHard
+	if hard == nil {
+		hard = eviction.DefaultHard()
+	}
+	thresholds, err := eviction.Parse(eviction.Spec{Hard: hard, Soft: kc.EvictionSoft, SoftGracePeriod: kc.EvictionSoftGracePeriod, MinimumReclaim: kc.EvictionMinimumReclaim})
+	if err != nil {
+		return settings{}, fmt.Errorf("--config %s: %w", path, err)
+	}
+	s.eviction = &agent.EvictionConfig{
+		Thresholds: thresholds, PressureTransitionPeriod: kc.EvictionPressureTransitionPeriod.Duration,
+		MaxPodGracePeriodSeconds: int64(kc.EvictionMaxPodGracePeriod),
+	}
+	s.imageGC = &images.GCConfig{MinAge: kc.ImageMinimumGCAge.Duration}
+	if kc.ImageGCHighThresholdPercent != nil {
+		s.imageGC.HighThresholdPercent = int(*kc.ImageGCHighThresholdPercent)
+	}
+	if kc.ImageGCLowThresholdPercent != nil {
+		s.imageGC.LowThresholdPercent = int(*kc.ImageGCLowThresholdPercent)
+	}
 	serving, err := servingOf(&kc, path)
 	if err != nil {
 		return settings{}, err
 	}
 	s.serving = serving
 	return s, nil
+}
+
+// allocatableOf is what pods are admitted against: the host's capacity
+// less the reserved resources, and maxPods pods, as the Node reports.
+func allocatableOf(s settings) (v1.ResourceList, error) {
+	capacity, err := kube.HostResources{}.Capacity()
+	if err != nil {
+		return nil, err
+	}
+	capacity[v1.ResourcePods] = *resource.NewQuantity(int64(s.maxPods), resource.DecimalSI)
+	for name, r := range s.reserved {
+		if q, ok := capacity[name]; ok {
+			q.Sub(r)
+			if q.Sign() < 0 {
+				q = resource.Quantity{}
+			}
+			capacity[name] = q
+		}
+	}
+	return capacity, nil
 }
 
 // nodeIPs parses --node-ip.
@@ -368,8 +422,13 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	allocatable, err := allocatableOf(s)
+	if err != nil {
+		return err
+	}
 	a, err := agent.New(agent.Config{
 		NodeName: name, NodeIPs: ipStrings,
+		Allocatable: allocatable, NodeTaints: s.taints, Eviction: s.eviction, ImageGC: s.imageGC,
 		RuntimeService: rt, ImageService: rt,
 		CRI: cri.Config{PodLogsDir: s.podLogsDir, PodsDir: filepath.Join(o.rootDir, "pods"),
 			ClusterDNS: s.clusterDNS, ClusterDomain: s.clusterDomain, ResolvConf: s.resolvConf,
@@ -387,6 +446,10 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 		Client: client, Name: name, NodeIPs: ips, DaemonPort: s.port,
 		Taints: s.taints, MaxPods: s.maxPods, Reserved: s.reserved,
 		Runtime: rt, Health: a.Healthy, Events: events.Event,
+		Conditions: kube.ConditionsFunc(func() kube.Pressure {
+			memory, disk, pid := a.Pressure()
+			return kube.Pressure{Memory: memory, Disk: disk, PID: pid}
+		}),
 		NodeStatusUpdateFrequency: s.statusUpdate, NodeStatusReportFrequency: s.report,
 		LeaseDuration: s.leaseDuration, LeaseRenewInterval: s.leaseDuration / 4,
 		Logger: log.WithName("node"),

@@ -90,6 +90,13 @@ func TestLoadConfig(t *testing.T) {
 		}
 		want := settings{fileCheck: 20 * time.Second, sync: time.Minute, statusUpdate: 10 * time.Second, report: 5 * time.Minute,
 			leaseDuration: 40 * time.Second, listen: "127.0.0.1:10250", port: 10250, podLogsDir: "/var/log/pods", maxPods: 110, resolvConf: "/etc/resolv.conf"}
+		if s.eviction == nil || len(s.eviction.Thresholds) != 5 {
+			t.Errorf("eviction = %+v, want the kubelet's 5 default hard thresholds", s.eviction)
+		}
+		if g := s.imageGC; g == nil || g.HighThresholdPercent != 0 || g.LowThresholdPercent != 0 || g.MinAge != 0 {
+			t.Errorf("imageGC = %+v, want the kubelet's defaults (zero fields)", s.imageGC)
+		}
+		s.eviction, s.imageGC = nil, nil
 		if fmt.Sprintf("%+v", s) != fmt.Sprintf("%+v", want) {
 			t.Errorf("loadConfig(\"\") = %+v\nwant %+v", s, want)
 		}
@@ -112,6 +119,14 @@ systemReserved: {cpu: 100m, memory: 100Mi}
 kubeReserved: {cpu: 200m}
 resolvConf: ""
 authentication: {anonymous: {enabled: false}}
+evictionHard: {memory.available: 200Mi}
+evictionSoft: {nodefs.available: 20%}
+evictionSoftGracePeriod: {nodefs.available: 1m}
+evictionPressureTransitionPeriod: 30s
+evictionMaxPodGracePeriod: 15
+imageGCHighThresholdPercent: 90
+imageGCLowThresholdPercent: 70
+imageMinimumGCAge: 5m
 `)
 		s, err := loadConfig(path)
 		if err != nil {
@@ -122,6 +137,17 @@ authentication: {anonymous: {enabled: false}}
 			s.endpoint != "unix:///run/crio/crio.sock" || s.podLogsDir != "/srv/logs" || s.maxPods != 30 || s.resolvConf != "-" ||
 			len(s.taints) != 1 || s.taints[0].Key != "example.com/edge" {
 			t.Errorf("loadConfig = %+v", s)
+		}
+		if g := s.imageGC; g.HighThresholdPercent != 90 || g.LowThresholdPercent != 70 || g.MinAge != 5*time.Minute {
+			t.Errorf("imageGC = %+v", g)
+		}
+		var ts []string
+		for _, th := range s.eviction.Thresholds {
+			ts = append(ts, th.String()+"/"+th.GracePeriod.String())
+		}
+		if strings.Join(ts, " ") != "memory.available<200Mi/0s nodefs.available<20%/1m0s" ||
+			s.eviction.PressureTransitionPeriod != 30*time.Second || s.eviction.MaxPodGracePeriodSeconds != 15 {
+			t.Errorf("eviction = %v %+v", ts, s.eviction)
 		}
 		if cpu, mem := s.reserved[v1.ResourceCPU], s.reserved[v1.ResourceMemory]; cpu.Cmp(resource.MustParse("300m")) != 0 || mem.Cmp(resource.MustParse("100Mi")) != 0 {
 			t.Errorf("reserved = %v, want cpu 300m (system + kube) and memory 100Mi", s.reserved)
@@ -134,6 +160,7 @@ authentication: {anonymous: {enabled: false}}
 		"no apiVersion":   "kind: KubeletConfiguration\n",
 		"bad quantity":    "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nsystemReserved: {cpu: lots}\n",
 		"bad port":        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: 70000\n",
+		"bad eviction":    "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard: {memory.free: 1Gi}\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".yaml")

@@ -80,3 +80,21 @@ func ResolvePort(p intstr.IntOrString, c *v1.Container) (int, error) {
 	}
 	return 0, fmt.Errorf("container %q has no port named %q", c.Name, p.StrVal)
 }
+
+// SystemCriticalPriority is the priority from which a pod is critical
+// (the priority of system-cluster-critical).
+const SystemCriticalPriority int32 = 2000000000
+
+// IsCritical reports whether a pod is critical to the node, as the
+// kubelet decides: a static or mirror pod, or one whose priority is at
+// least SystemCriticalPriority. The kubelet admits critical pods under
+// pressure and never evicts them.
+func IsCritical(pod *v1.Pod) bool {
+	if IsStatic(pod) {
+		return true
+	}
+	if _, ok := pod.Annotations["kubernetes.io/config.mirror"]; ok {
+		return true
+	}
+	return pod.Spec.Priority != nil && *pod.Spec.Priority >= SystemCriticalPriority
+}

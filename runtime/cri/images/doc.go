@@ -34,6 +34,18 @@
 //   - records the kubelet's events: Pulling, Pulled (with the time it
 //     took), Failed, BackOff, ErrImageNeverPull.
 //
+// GC is the kubelet's image garbage collector: every 5 min (Run), when
+// the image filesystem is at HighThresholdPercent (85) or more, it
+// removes unused images, least recently used first (never-used ones
+// before any used one, then by first sight), until usage is down to
+// LowThresholdPercent (80); DeleteUnused removes every unused image, for
+// the eviction manager under disk pressure. An image used by any
+// container the runtime has, running or exited, a pinned image, and one
+// first seen less than MinAge (2 min) ago are kept. First-sight and
+// last-use times are the collector's own, so they restart with the
+// process, as the kubelet's do. A collection that cannot free enough
+// says how much it tried and found.
+//
 // It returns the image as the runtime describes it, and on failure the
 // container's waiting reason with the error. Errors of the image service
 // are classified with criclient.Wrap, so errors.Is(err,

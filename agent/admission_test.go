@@ -1,0 +1,129 @@
+package agent_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/runtime/cri"
+)
+
+// startAdmitting is startFidelity with a node of 1 CPU and the given
+// extra admit handlers.
+func startAdmitting(t *testing.T, events *eventLog, extra ...admission.Handler) *admitting {
+	t.Helper()
+	fake := newFake(t)
+	dir := t.TempDir()
+	f := &fidelity{t: t, fake: fake, api: podsource.NewChannel("api", 16), history: &history{}}
+	reg := prometheus.NewRegistry()
+	a, err := agent.New(agent.Config{
+		Registry: reg,
+		NodeName: "node", RuntimeService: fake, ImageService: fake, Sources: []podsource.Source{f.api}, StatusSink: f.history,
+		RelistPeriod: 20 * time.Millisecond, HousekeepingPeriod: 50 * time.Millisecond, BackOffPeriod: 50 * time.Millisecond,
+		CRI:         cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: filepath.Join(dir, "pods"), ResolvConf: "-"},
+		Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourcePods: resource.MustParse("10")},
+		NodeLabels:  map[string]string{"zone": "a"},
+		Events:      events.add, AdmitHandlers: extra,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilCleanup(t, a)
+	f.send(podsource.SET)
+	return &admitting{fidelity: f, registry: reg}
+}
+
+type admitting struct {
+	*fidelity
+	registry *prometheus.Registry
+}
+
+func withCPU(p *v1.Pod, cpu string) *v1.Pod {
+	p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}
+	return p
+}
+
+// A pod that does not fit beside a running one is Failed OutOfcpu, with
+// the kubelet's message and event, and none of its containers is
+// created; the running pod goes on.
+func TestPodThatDoesNotFitIsRejectedOutOfcpu(t *testing.T) {
+	events := &eventLog{}
+	f := startAdmitting(t, events)
+	f.send(podsource.ADD, withCPU(apiPod("small", v1.RestartPolicyAlways, []string{"main"}), "600m"))
+	f.waitFor("small", "running", func(s v1.PodStatus) bool { return s.Phase == v1.PodRunning })
+	f.send(podsource.ADD, withCPU(apiPod("big", v1.RestartPolicyAlways, []string{"main"}), "500m"))
+	want := "Pod was rejected: Node didn't have enough resource: cpu, requested: 500, used: 600, capacity: 1000"
+	got := f.waitFor("big", "failed", func(s v1.PodStatus) bool { return s.Phase == v1.PodFailed })
+	if got.Reason != "OutOfcpu" || got.Message != want {
+		t.Errorf("big: reason %q message %q, want OutOfcpu %q", got.Reason, got.Message, want)
+	}
+	if !events.has("OutOfcpu: Node didn't have enough resource: cpu, requested: 500, used: 600, capacity: 1000") {
+		t.Errorf("no OutOfcpu warning event for big: %v", events.list)
+	}
+	// A pod added after it is admitted against the running one only, and
+	// runs; by then the rejected pod never had a sandbox nor any status
+	// but Failed OutOfcpu.
+	f.send(podsource.ADD, withCPU(apiPod("later", v1.RestartPolicyAlways, []string{"main"}), "400m"))
+	f.waitFor("later", "running", func(s v1.PodStatus) bool { return s.Phase == v1.PodRunning })
+	for _, s := range f.history.all("big") {
+		if s.Phase != v1.PodFailed || s.Reason != "OutOfcpu" {
+			t.Errorf("big had status %s %q, want only Failed OutOfcpu", s.Phase, s.Reason)
+		}
+	}
+	sandboxes, err := f.fake.ListPodSandbox(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sb := range sandboxes {
+		if sb.Metadata.Name == "big" {
+			t.Errorf("the rejected pod got a sandbox")
+		}
+	}
+	if s, _ := f.history.last("small"); s.Phase != v1.PodRunning {
+		t.Errorf("small is %s, want Running", s.Phase)
+	}
+	want = `
+# HELP kubelet_admission_rejections_total Cumulative number pod admission rejections by the Kubelet.
+# TYPE kubelet_admission_rejections_total counter
+kubelet_admission_rejections_total{reason="OutOfcpu"} 1
+`
+	if err := testutil.GatherAndCompare(f.registry, strings.NewReader(want), "kubelet_admission_rejections_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// A pod whose node selector does not match the node's labels is Failed
+// NodeAffinity; an embedder's handler runs after the kubelet's.
+func TestAdmitHandlersAndNodeAffinity(t *testing.T) {
+	events := &eventLog{}
+	mine := admission.HandlerFunc(func(a admission.Attributes) admission.Result {
+		if a.Pod.Labels["team"] == "blocked" {
+			return admission.Result{Reason: "TeamBlocked", Message: "team is blocked on this node"}
+		}
+		return admission.Result{Admit: true}
+	})
+	f := startAdmitting(t, events, mine)
+	sel := apiPod("elsewhere", v1.RestartPolicyAlways, []string{"main"})
+	sel.Spec.NodeSelector = map[string]string{"zone": "b"}
+	blocked := apiPod("blocked", v1.RestartPolicyAlways, []string{"main"})
+	blocked.Labels = map[string]string{"team": "blocked"}
+	f.send(podsource.ADD, sel, blocked)
+	got := f.waitFor("elsewhere", "failed", func(s v1.PodStatus) bool { return s.Phase == v1.PodFailed })
+	if got.Reason != "NodeAffinity" || got.Message != "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector" {
+		t.Errorf("elsewhere: %q %q", got.Reason, got.Message)
+	}
+	got = f.waitFor("blocked", "failed", func(s v1.PodStatus) bool { return s.Phase == v1.PodFailed })
+	if got.Reason != "TeamBlocked" || got.Message != "Pod was rejected: team is blocked on this node" {
+		t.Errorf("blocked: %q %q", got.Reason, got.Message)
+	}
+}

@@ -1,0 +1,139 @@
+package agent
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/internal/podutil"
+	"github.com/nodekit/nodekit/podworkers"
+	"github.com/nodekit/nodekit/status"
+)
+
+// newAdmission builds the admission chain: the kubelet's handlers, the
+// pressure check fed by pressure, then Config.AdmitHandlers.
+func newAdmission(cfg *Config, pressure admission.PressureFunc) (admission.Chain, error) {
+	chain, err := admission.Defaults(admission.Options{Pressure: pressure, AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls})
+	if err != nil {
+		return nil, fmt.Errorf("agent: Config.AllowedUnsafeSysctls: %w", err)
+	}
+	return append(chain, cfg.AdmitHandlers...), nil
+}
+
+// node is the node as admission sees it, from the Config.
+func (a *Agent) node() *v1.Node {
+	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: map[string]string{v1.LabelHostname: a.cfg.NodeName}}}
+	for k, v := range a.cfg.NodeLabels {
+		n.Labels[k] = v
+	}
+	n.Spec.Taints = a.cfg.NodeTaints
+	n.Status.Allocatable = a.cfg.Allocatable
+	return n
+}
+
+// addPods remembers the pods, admits those that are neither terminal nor
+// being terminated, in order of creation, each against the pods admitted
+// before it, and hands every one to its worker: a rejected pod's worker
+// finds it Failed and finishes it without starting anything.
+func (a *Agent) addPods(pods []*v1.Pod) {
+	pods = append([]*v1.Pod(nil), pods...)
+	sort.SliceStable(pods, func(i, j int) bool {
+		return pods[i].CreationTimestamp.Before(&pods[j].CreationTimestamp)
+	})
+	node := a.node()
+	for _, p := range pods {
+		a.remember([]*v1.Pod{p})
+		if !a.workers.IsPodTerminationRequested(p.UID) && !terminal(p.Status.Phase) {
+			res := a.admit.Admit(admission.Attributes{Pod: p, OtherPods: a.activePods(p.UID), Node: node})
+			if !res.Admit {
+				a.reject(p, res.Reason, res.Message)
+			}
+		}
+		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	}
+}
+
+// activePods are the desired pods that hold resources: not known to be
+// terminated, not rejected, and neither evicted nor terminal unless
+// still being terminated; except the one with UID except.
+func (a *Agent) activePods(except types.UID) []*v1.Pod {
+	a.mu.Lock()
+	pods := make([]*v1.Pod, 0, len(a.pods))
+	failed := map[types.UID]bool{}
+	for uid, p := range a.pods {
+		f, ok := a.failed[uid]
+		if uid != except && !f.rejected {
+			pods = append(pods, p)
+		}
+		failed[uid] = ok
+	}
+	a.mu.Unlock()
+	out := pods[:0]
+	for _, p := range pods {
+		uid := p.UID
+		if failed[uid] && !a.workers.IsPodTerminationRequested(uid) {
+			continue
+		}
+		if st, ok := a.workers.PodState(uid); ok && st == podworkers.Terminated {
+			continue
+		}
+		if s, ok := a.status.GetPodStatus(uid); ok && terminal(s.Phase) && !a.workers.IsPodTerminationRequested(uid) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// reject records a pod the node refused as Failed with the reason, as
+// the kubelet's rejectPod does, with a warning event.
+func (a *Agent) reject(pod *v1.Pod, reason, message string) {
+	a.log.V(2).Info("pod rejected", "pod", podutil.FullName(pod), "podUID", pod.UID, "reason", reason, "message", message)
+	a.cfg.Events(pod, v1.EventTypeWarning, reason, message)
+	a.metrics.rejections.WithLabelValues(rejectionLabel(reason)).Inc()
+	r := status.Reason{Reason: reason, Message: "Pod was rejected: " + message}
+	a.mu.Lock()
+	a.failed[pod.UID] = failure{Reason: r, rejected: true}
+	a.mu.Unlock()
+	a.status.SetPodStatus(pod, v1.PodStatus{Phase: v1.PodFailed, Reason: r.Reason, Message: r.Message, QOSClass: podutil.QOSClass(pod)})
+}
+
+// failedBy returns the reason the agent failed the pod for (rejected or
+// evicted), if it did.
+func (a *Agent) failedBy(uid types.UID) (status.Reason, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f, ok := a.failed[uid]
+	return f.Reason, ok
+}
+
+// failure is why the agent failed a pod: rejected at admission (it never
+// ran, so it never holds resources) or evicted.
+type failure struct {
+	status.Reason
+	rejected bool
+}
+
+func terminal(p v1.PodPhase) bool { return p == v1.PodFailed || p == v1.PodSucceeded }
+
+// rejectionLabel bounds the reason label of
+// kubelet_admission_rejections_total as the kubelet does: its known
+// reasons as they are, other resource shortages as
+// OutOfExtendedResources, anything else as Other.
+func rejectionLabel(reason string) string {
+	switch reason {
+	case admission.ReasonOSSelectorMismatch, admission.ReasonOSNotSupported,
+		admission.ReasonOutOfCPU, admission.ReasonOutOfMemory, admission.ReasonOutOfEphemeralStorage, admission.ReasonOutOfPods,
+		admission.ReasonEvicted, admission.ReasonSysctlForbidden:
+		return reason
+	}
+	if strings.HasPrefix(reason, admission.ReasonPrefixOutOf) {
+		return "OutOfExtendedResources"
+	}
+	return "Other"
+}

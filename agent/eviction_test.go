@@ -1,0 +1,86 @@
+package agent_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/runtime/cri"
+)
+
+// lowMemory is a node where the pod "hog" uses 300Mi, with 50Mi of
+// memory left once low is set (1Gi before).
+type lowMemory struct{ low atomic.Bool }
+
+func (l *lowMemory) Summary(context.Context) (*statsapi.Summary, error) {
+	u := func(v uint64) *uint64 { return &v }
+	avail := uint64(1 << 30)
+	if l.low.Load() {
+		avail = 50 << 20
+	}
+	return &statsapi.Summary{
+		Node: statsapi.NodeStats{Memory: &statsapi.MemoryStats{AvailableBytes: u(avail), WorkingSetBytes: u(900 << 20)}},
+		Pods: []statsapi.PodStats{{
+			PodRef:     statsapi.PodReference{Name: "hog", Namespace: "default", UID: "hog-uid"},
+			Memory:     &statsapi.MemoryStats{WorkingSetBytes: u(300 << 20)},
+			Containers: []statsapi.ContainerStats{{Name: "main", Memory: &statsapi.MemoryStats{WorkingSetBytes: u(300 << 20)}}},
+		}},
+	}, nil
+}
+
+// Under memory pressure the agent evicts the running pod: its
+// containers stop and it ends Failed with reason Evicted and the
+// kubelet's message; the node reports MemoryPressure, and a BestEffort
+// pod added then is refused.
+func TestMemoryPressureEvictsThroughTheAgent(t *testing.T) {
+	fake := newFake(t)
+	dir := t.TempDir()
+	events := &eventLog{}
+	stats := &lowMemory{}
+	f := &fidelity{t: t, fake: fake, api: podsource.NewChannel("api", 16), history: &history{}}
+	a, err := agent.New(agent.Config{
+		NodeName: "node", RuntimeService: fake, ImageService: fake, Sources: []podsource.Source{f.api}, StatusSink: f.history,
+		RelistPeriod: 20 * time.Millisecond, HousekeepingPeriod: 50 * time.Millisecond, BackOffPeriod: 50 * time.Millisecond,
+		CRI:      cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: filepath.Join(dir, "pods"), ResolvConf: "-"},
+		Server:   agent.ServerConfig{Stats: stats},
+		Eviction: &agent.EvictionConfig{MonitoringInterval: 50 * time.Millisecond},
+		Events:   events.add,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilCleanup(t, a)
+	f.send(podsource.SET)
+	f.send(podsource.ADD, apiPod("hog", v1.RestartPolicyAlways, []string{"main"}))
+	f.waitFor("hog", "running", func(s v1.PodStatus) bool { return s.Phase == v1.PodRunning })
+	if mem, _, _ := a.Pressure(); mem {
+		t.Fatalf("memory pressure reported with 1Gi free")
+	}
+	stats.low.Store(true)
+	got := f.waitFor("hog", "evicted and stopped", func(s v1.PodStatus) bool {
+		return s.Phase == v1.PodFailed && len(s.ContainerStatuses) == 1 && s.ContainerStatuses[0].State.Terminated != nil
+	})
+	want := "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. Container main was using 300Mi, request is 0, has larger consumption of memory. "
+	if got.Reason != "Evicted" || got.Message != want {
+		t.Errorf("hog: reason %q message %q, want Evicted %q", got.Reason, got.Message, want)
+	}
+	if !events.has("Evicted: " + want) {
+		t.Errorf("no Evicted event: %v", events.list)
+	}
+	if mem, _, _ := a.Pressure(); !mem {
+		t.Errorf("no memory pressure reported")
+	}
+	f.send(podsource.ADD, apiPod("late", v1.RestartPolicyAlways, []string{"main"}))
+	late := f.waitFor("late", "refused", func(s v1.PodStatus) bool { return s.Phase == v1.PodFailed })
+	if late.Reason != "Evicted" || !strings.HasPrefix(late.Message, "Pod was rejected: The node had condition: [MemoryPressure]. ") {
+		t.Errorf("late: %q %q", late.Reason, late.Message)
+	}
+}

@@ -1,0 +1,81 @@
+// Package eviction keeps a node from running out of memory, disk or
+// process IDs the way the kubelet's eviction manager does: it compares
+// the node's signals, read from a stats Summary (k8s.io/kubelet
+// stats/v1alpha1), with thresholds, reports pressure conditions, frees
+// disk at node level, and evicts pods one at a time.
+//
+// # Thresholds
+//
+// Thresholds use the kubelet's syntax and defaults. Parse reads the
+// KubeletConfiguration maps (evictionHard, evictionSoft,
+// evictionSoftGracePeriod, evictionMinimumReclaim); ParseFlag reads the
+// command-line form ("memory.available<100Mi,nodefs.available<10%").
+// Signals: memory.available, nodefs.available, nodefs.inodesFree,
+// imagefs.available, imagefs.inodesFree, pid.available; values are
+// quantities or percentages of the signal's capacity. A hard threshold
+// acts at the first pass that sees it met; a soft one once it has been
+// met for its grace period. A met threshold stays met until its value
+// plus its minimum reclaim is available. The default, when
+// Config.Thresholds is nil, is the kubelet's (DefaultHard).
+//
+// # A pass
+//
+// Run makes a pass every Config.MonitoringInterval (10s) on its clock:
+//
+//  1. the signals are read from Config.Summary;
+//  2. the pressure conditions (MemoryPressure, DiskPressure,
+//     PIDPressure) are those of the thresholds met, grace periods aside,
+//     within Config.PressureTransitionPeriod (5m): a condition stays that
+//     long after its threshold stopped being met. Pressure reports them;
+//     it fits admission.PressureFunc and, through kube.ConditionsFunc,
+//     the node status;
+//  3. of the thresholds met past their grace period, memory first, one
+//     is reclaimed: for a disk signal, Config.ReclaimContainers and
+//     Config.ReclaimImages run first, and if the signals then show no
+//     threshold met, no pod is evicted;
+//  4. the active pods (Config.ActivePods) are ranked (Rank) and the
+//     first that is not critical (static, mirror, or system priority) is
+//     killed through Config.Kill, with a grace period of 1s for a hard
+//     threshold or min(MaxPodGracePeriodSeconds, the pod's) for a soft
+//     one, a warning event Evicted and the kubelet's message: "The node
+//     was low on resource: memory. Threshold quantity: 100Mi, available:
+//     50Mi. Container c was using 300Mi, request is 100Mi, has larger
+//     consumption of memory. ". The killer records the pod Failed with
+//     reason Evicted and that message.
+//
+// # How it plugs in
+//
+// The package imports neither the agent, the server nor the pod workers:
+// it takes a SummaryFunc (server.CRIStats's Summary), a func listing the
+// active pods and a KillFunc, which the agent provides (its killer marks
+// the pod Failed/Evicted and asks its pod worker to kill it). Admission
+// of new pods under pressure is the admission package's Pressure
+// handler, fed by Manager.Pressure.
+//
+// # Differences from the kubelet
+//
+//   - allocatableMemory.available and the containerfs signals are not
+//     supported, nor are memcg threshold notifications: pressure is found
+//     by polling only.
+//   - Local storage capacity isolation (evicting a pod over its
+//     ephemeral-storage limit or an emptyDir over its sizeLimit) is not
+//     done.
+//   - Disk ranking uses each pod's total ephemeral usage (the Summary's
+//     pod ephemeral-storage, else its containers' root filesystems and
+//     logs) for every disk signal, where the kubelet measures only the
+//     filesystems on the pressured device.
+//   - A pass acts on its signals even when the Summary has not changed
+//     since the last pass (the kubelet skips thresholds whose stats are
+//     not newer).
+//   - The evicted pod's status has no DisruptionTarget condition.
+//
+// # Usage
+//
+//	mgr, err := eviction.New(eviction.Config{
+//		Summary:    stats.Summary,
+//		ActivePods: activePods,
+//		Kill:       kill,
+//	})
+//	go mgr.Run(ctx)
+//	memory, disk, pid := mgr.Pressure()
+package eviction
