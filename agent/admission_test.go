@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/agent"
@@ -125,5 +126,26 @@ func TestAdmitHandlersAndNodeAffinity(t *testing.T) {
 	got = f.waitFor("blocked", "failed", func(s v1.PodStatus) bool { return s.Phase == v1.PodFailed })
 	if got.Reason != "TeamBlocked" || got.Message != "Pod was rejected: team is blocked on this node" {
 		t.Errorf("blocked: %q %q", got.Reason, got.Message)
+	}
+}
+
+// Pods added together are admitted in order of creation, each against
+// those of the batch admitted before it, as the kubelet admits them one
+// by one.
+func TestPodsAddedTogetherAreAdmittedInTurn(t *testing.T) {
+	f := startAdmitting(t, &eventLog{})
+	first := withCPU(apiPod("first", v1.RestartPolicyAlways, []string{"main"}), "600m")
+	second := withCPU(apiPod("second", v1.RestartPolicyAlways, []string{"main"}), "300m")
+	third := withCPU(apiPod("third", v1.RestartPolicyAlways, []string{"main"}), "300m")
+	for i, p := range []*v1.Pod{first, second, third} {
+		p.CreationTimestamp = metav1.NewTime(time.Unix(int64(1000+i), 0))
+	}
+	f.send(podsource.ADD, third, first, second)
+	f.waitFor("first", "running", func(s v1.PodStatus) bool { return s.Phase == v1.PodRunning })
+	f.waitFor("second", "running", func(s v1.PodStatus) bool { return s.Phase == v1.PodRunning })
+	got := f.waitFor("third", "failed", func(s v1.PodStatus) bool { return s.Phase == v1.PodFailed })
+	want := "Pod was rejected: Node didn't have enough resource: cpu, requested: 300, used: 900, capacity: 1000"
+	if got.Reason != "OutOfcpu" || got.Message != want {
+		t.Errorf("third: reason %q message %q, want OutOfcpu %q", got.Reason, got.Message, want)
 	}
 }

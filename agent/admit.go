@@ -46,12 +46,30 @@ func (a *Agent) addPods(pods []*v1.Pod) {
 		return pods[i].CreationTimestamp.Before(&pods[j].CreationTimestamp)
 	})
 	node := a.node()
+	// The active pods are listed once per batch, without the batch's own
+	// pods, and each pod of the batch that holds resources joins them
+	// after its turn: a batch of n pods costs one listing, not n.
+	batch := make(map[types.UID]bool, len(pods))
+	for _, p := range pods {
+		batch[p.UID] = true
+	}
+	var others []*v1.Pod
+	for _, p := range a.activePods() {
+		if !batch[p.UID] {
+			others = append(others, p)
+		}
+	}
 	for _, p := range pods {
 		a.remember([]*v1.Pod{p})
-		if !a.workers.IsPodTerminationRequested(p.UID) && !terminal(p.Status.Phase) {
-			res := a.admit.Admit(admission.Attributes{Pod: p, OtherPods: a.activePods(p.UID), Node: node})
+		switch {
+		case a.workers.IsPodTerminationRequested(p.UID):
+			others = append(others, p) // it holds resources until it is gone
+		case !terminal(p.Status.Phase):
+			res := a.admit.Admit(admission.Attributes{Pod: p, OtherPods: others, Node: node})
 			if !res.Admit {
 				a.reject(p, res.Reason, res.Message)
+			} else {
+				others = append(others, p)
 			}
 		}
 		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
@@ -60,14 +78,14 @@ func (a *Agent) addPods(pods []*v1.Pod) {
 
 // activePods are the desired pods that hold resources: not known to be
 // terminated, not rejected, and neither evicted nor terminal unless
-// still being terminated; except the one with UID except.
-func (a *Agent) activePods(except types.UID) []*v1.Pod {
+// still being terminated.
+func (a *Agent) activePods() []*v1.Pod {
 	a.mu.Lock()
 	pods := make([]*v1.Pod, 0, len(a.pods))
 	failed := map[types.UID]bool{}
 	for uid, p := range a.pods {
 		f, ok := a.failed[uid]
-		if uid != except && !f.rejected {
+		if !f.rejected {
 			pods = append(pods, p)
 		}
 		failed[uid] = ok

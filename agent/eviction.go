@@ -122,7 +122,7 @@ func (a *Agent) pressure() (memory, disk, pid bool) { return a.Pressure() }
 // evictionCandidates are the active pods not already failed by the agent
 // nor being terminated.
 func (a *Agent) evictionCandidates() []*v1.Pod {
-	pods := a.activePods("")
+	pods := a.activePods()
 	out := pods[:0]
 	for _, p := range pods {
 		if _, failed := a.failedBy(p.UID); failed || a.workers.IsPodTerminationRequested(p.UID) {
