@@ -20,6 +20,7 @@ import (
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/runtime/cri/images"
+	"github.com/nodekit/nodekit/server"
 	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/volumes"
 )
@@ -243,7 +244,7 @@ func (c *Config) defaults() error {
 	if c.GCPolicy == nil {
 		c.GCPolicy = &runtime.GCPolicy{MaxPerPodContainer: 1, MaxContainers: -1}
 	}
-	c.HTTP.defaults()
+	c.HTTP = c.HTTP.Defaults()
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
 	}
@@ -271,48 +272,6 @@ func (c *Config) defaults() error {
 }
 
 // HTTPConfig bounds the agent's HTTP server, so that a slow, idle or
-// abusive client cannot hold its connections or memory. Zero fields are
-// the defaults named.
-type HTTPConfig struct {
-	// ReadHeaderTimeout is how long a client may take to send a request's
-	// headers. Default 10s.
-	ReadHeaderTimeout time.Duration
-	// ReadTimeout is how long a client may take to send a whole request.
-	// Default 30s.
-	ReadTimeout time.Duration
-	// WriteTimeout is how long a response may take, from the end of the
-	// request's headers; a followed log and exec, attach and port-forward
-	// streams are exempt. Default 1m.
-	WriteTimeout time.Duration
-	// IdleTimeout is how long a keep-alive connection may wait for its
-	// next request before the server closes it. Default 90s, the
-	// kubelet's.
-	IdleTimeout time.Duration
-	// MaxHeaderBytes bounds a request's headers; larger ones are answered
-	// 431. Default 64 KiB.
-	MaxHeaderBytes int
-	// MaxBodyBytes bounds a request's body; no endpoint takes one, and a
-	// larger one is answered 413 (Handler applies it too). Default 4 KiB.
-	MaxBodyBytes int64
-}
-
-func (c *HTTPConfig) defaults() {
-	if c.ReadHeaderTimeout <= 0 {
-		c.ReadHeaderTimeout = 10 * time.Second
-	}
-	if c.ReadTimeout <= 0 {
-		c.ReadTimeout = 30 * time.Second
-	}
-	if c.WriteTimeout <= 0 {
-		c.WriteTimeout = time.Minute
-	}
-	if c.IdleTimeout <= 0 {
-		c.IdleTimeout = 90 * time.Second
-	}
-	if c.MaxHeaderBytes <= 0 {
-		c.MaxHeaderBytes = 64 << 10
-	}
-	if c.MaxBodyBytes <= 0 {
-		c.MaxBodyBytes = 4 << 10
-	}
-}
+// abusive client cannot hold its connections or memory: the node
+// server's limits (see server.HTTPConfig for the fields and defaults).
+type HTTPConfig = server.HTTPConfig

@@ -68,7 +68,7 @@ func (a *Agent) newServer() (*server.Server, error) {
 		Configz:       a.cfg.Server.Configz,
 		Authenticator: a.cfg.Server.Authenticator,
 		Authorizer:    a.cfg.Server.Authorizer,
-		HTTP:          server.HTTPConfig(a.cfg.HTTP),
+		HTTP:          a.cfg.HTTP,
 		Clock:         a.cfg.Clock,
 		Logger:        a.cfg.Logger.WithName("server"),
 	}
@@ -92,5 +92,5 @@ func (a *Agent) newServer() (*server.Server, error) {
 // newHTTPServer returns the server Run starts on Config.Listen, bounded by
 // cfg.
 func newHTTPServer(h http.Handler, cfg HTTPConfig) *http.Server {
-	return server.NewHTTPServer(h, server.HTTPConfig(cfg))
+	return server.NewHTTPServer(h, cfg)
 }

@@ -9,8 +9,7 @@ import (
 )
 
 func TestHTTPServerIsBoundedByDefault(t *testing.T) {
-	var cfg HTTPConfig
-	cfg.defaults()
+	cfg := HTTPConfig{}.Defaults()
 	srv := newHTTPServer(http.NotFoundHandler(), cfg)
 	got := HTTPConfig{
 		ReadHeaderTimeout: srv.ReadHeaderTimeout, ReadTimeout: srv.ReadTimeout, WriteTimeout: srv.WriteTimeout,
