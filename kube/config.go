@@ -168,11 +168,8 @@ func (c NodeConfig) withDefaults() (NodeConfig, error) {
 		{"RequestTimeout", &c.RequestTimeout, DefaultRequestTimeout},
 	}
 	for _, d := range durations {
-		if *d.d == 0 {
-			*d.d = d.def
-		}
-		if *d.d < 0 {
-			return c, fmt.Errorf("kube: NodeConfig.%s %v is negative", d.name, *d.d)
+		if err := defaultDuration("NodeConfig", d.name, d.d, d.def); err != nil {
+			return c, err
 		}
 	}
 	if c.LeaseDuration < time.Second {
@@ -203,4 +200,16 @@ func copyMap(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// defaultDuration sets *d to def when it is zero and refuses a negative
+// one, naming the field (cfg.field) in the error.
+func defaultDuration(cfg, field string, d *time.Duration, def time.Duration) error {
+	if *d < 0 {
+		return fmt.Errorf("kube: %s.%s %v is negative", cfg, field, *d)
+	}
+	if *d == 0 {
+		*d = def
+	}
+	return nil
 }

@@ -111,17 +111,11 @@ func NewMirrorPods(cfg MirrorPodsConfig) (*MirrorPods, error) {
 	if errs := validation.IsDNS1123Subdomain(cfg.NodeName); len(errs) > 0 {
 		return nil, fmt.Errorf("kube: MirrorPodsConfig.NodeName %q: %v", cfg.NodeName, errs)
 	}
-	if cfg.ResyncPeriod < 0 {
-		return nil, fmt.Errorf("kube: MirrorPodsConfig.ResyncPeriod %v is negative", cfg.ResyncPeriod)
+	if err := defaultDuration("MirrorPodsConfig", "ResyncPeriod", &cfg.ResyncPeriod, DefaultMirrorResyncPeriod); err != nil {
+		return nil, err
 	}
-	if cfg.ResyncPeriod == 0 {
-		cfg.ResyncPeriod = DefaultMirrorResyncPeriod
-	}
-	if cfg.RequestTimeout < 0 {
-		return nil, fmt.Errorf("kube: MirrorPodsConfig.RequestTimeout %v is negative", cfg.RequestTimeout)
-	}
-	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
+	if err := defaultDuration("MirrorPodsConfig", "RequestTimeout", &cfg.RequestTimeout, DefaultRequestTimeout); err != nil {
+		return nil, err
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}

@@ -117,17 +117,11 @@ func NewObjects(cfg ObjectsConfig) (*Objects, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("kube: ObjectsConfig.Client is required")
 	}
-	if cfg.TTL < 0 {
-		return nil, fmt.Errorf("kube: ObjectsConfig.TTL %v is negative", cfg.TTL)
+	if err := defaultDuration("ObjectsConfig", "TTL", &cfg.TTL, DefaultObjectTTL); err != nil {
+		return nil, err
 	}
-	if cfg.TTL == 0 {
-		cfg.TTL = DefaultObjectTTL
-	}
-	if cfg.RequestTimeout < 0 {
-		return nil, fmt.Errorf("kube: ObjectsConfig.RequestTimeout %v is negative", cfg.RequestTimeout)
-	}
-	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
+	if err := defaultDuration("ObjectsConfig", "RequestTimeout", &cfg.RequestTimeout, DefaultRequestTimeout); err != nil {
+		return nil, err
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}

@@ -46,11 +46,8 @@ func NewPodDeleter(cfg PodDeleterConfig) (*PodDeleter, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("kube: PodDeleterConfig.Client is required")
 	}
-	if cfg.RequestTimeout < 0 {
-		return nil, fmt.Errorf("kube: PodDeleterConfig.RequestTimeout %v is negative", cfg.RequestTimeout)
-	}
-	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
+	if err := defaultDuration("PodDeleterConfig", "RequestTimeout", &cfg.RequestTimeout, DefaultRequestTimeout); err != nil {
+		return nil, err
 	}
 	if cfg.Logger.GetSink() == nil {
 		cfg.Logger = logr.Discard()

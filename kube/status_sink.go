@@ -97,11 +97,8 @@ func NewStatusSink(cfg StatusSinkConfig) (*StatusSink, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("kube: StatusSinkConfig.Client is required")
 	}
-	if cfg.RequestTimeout < 0 {
-		return nil, fmt.Errorf("kube: StatusSinkConfig.RequestTimeout %v is negative", cfg.RequestTimeout)
-	}
-	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
+	if err := defaultDuration("StatusSinkConfig", "RequestTimeout", &cfg.RequestTimeout, DefaultRequestTimeout); err != nil {
+		return nil, err
 	}
 	if cfg.QPS < 0 || math.IsNaN(cfg.QPS) || math.IsInf(cfg.QPS, 0) {
 		return nil, fmt.Errorf("kube: StatusSinkConfig.QPS %v is not a rate", cfg.QPS)

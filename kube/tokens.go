@@ -61,11 +61,8 @@ func NewTokens(cfg TokensConfig) (*Tokens, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("kube: TokensConfig.Client is required")
 	}
-	if cfg.RequestTimeout < 0 {
-		return nil, fmt.Errorf("kube: TokensConfig.RequestTimeout %v is negative", cfg.RequestTimeout)
-	}
-	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
+	if err := defaultDuration("TokensConfig", "RequestTimeout", &cfg.RequestTimeout, DefaultRequestTimeout); err != nil {
+		return nil, err
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
