@@ -14,7 +14,11 @@
 // Flags, as the kubelet's:
 //
 //	--config                      a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1)
-//	--kubeconfig                  credentials of the node (user system:node:NAME); required
+//	--kubeconfig                  credentials of the node (user system:node:NAME); without
+//	                              it the node runs the static pods of staticPodPath only,
+//	                              as the kubelet does: no Node, statuses on /pods, and
+//	                              the server's webhooks off (authentication.webhook.enabled
+//	                              false and authorization.mode AlwaysAllow when HTTPS)
 //	--root-dir                    state directory (pods/ under it); default /var/lib/kubelet
 //	--hostname-override           the node's name; default the host name, lower-cased
 //	--node-ip                     comma-separated node addresses (InternalIP)
@@ -97,6 +101,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -354,16 +359,19 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if o.kubeconfig == "" {
-		return errors.New("--kubeconfig is required")
-	}
-	restConfig, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-	if err != nil {
-		return fmt.Errorf("--kubeconfig: %w", err)
-	}
-	client, err := kubernetes.NewForConfig(restConfig)
-	if err != nil {
-		return fmt.Errorf("--kubeconfig: %w", err)
+	// Without a kubeconfig the node runs its static pods only, as the
+	// kubelet does: no Node, no API pods, statuses served on /pods.
+	var client kubernetes.Interface
+	if o.kubeconfig != "" {
+		restConfig, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+		if err != nil {
+			return fmt.Errorf("--kubeconfig: %w", err)
+		}
+		if client, err = kubernetes.NewForConfig(restConfig); err != nil {
+			return fmt.Errorf("--kubeconfig: %w", err)
+		}
+	} else if s.staticPodPath == "" {
+		return errors.New("without --kubeconfig the node runs static pods only: the configuration needs a staticPodPath")
 	}
 	if !filepath.IsAbs(o.rootDir) {
 		if o.rootDir, err = filepath.Abs(o.rootDir); err != nil {
@@ -378,70 +386,67 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	defer rt.Close(context.Background())
 	log.Info("runtime ready", "endpoint", s.endpoint, "runtime", rt.RuntimeName(), "version", rt.RuntimeVersion())
 
-	// Static pods get mirror pods in the API server, which carry their
-	// statuses; the pod source hands the mirror pods to them.
-	var mirrors *kube.MirrorPods
-	if s.staticPodPath != "" {
-		if mirrors, err = kube.NewMirrorPods(kube.MirrorPodsConfig{Client: client, NodeName: name, Logger: log.WithName("mirror")}); err != nil {
-			return err
-		}
-	}
-	podSource, err := kube.NewPodSource(kube.PodSourceConfig{Client: client, NodeName: name, MirrorPods: mirrors, Logger: log.WithName("pods")})
+	srvCfg, err := s.serving.agentServer(name, ipStrings, o.clock.Now(), client)
 	if err != nil {
 		return err
 	}
-	sources := []podsource.Source{podSource}
+	cluster, err := newClusterParts(client, name, s, log)
+	if err != nil {
+		return err
+	}
+	var sources []podsource.Source
+	if cluster != nil {
+		sources = append(sources, cluster.podSource)
+	}
 	if s.staticPodPath != "" {
 		file, err := podsource.NewFile(podsource.FileConfig{Dir: s.staticPodPath, NodeName: name, Period: s.fileCheck, Logger: log.WithName("file")})
 		if err != nil {
 			return err
 		}
-		sources = append(sources, mirrors.Source(file))
-	}
-	sink, err := kube.NewStatusSink(kube.StatusSinkConfig{Client: client, MirrorPods: mirrors != nil, Logger: log.WithName("status")})
-	if err != nil {
-		return err
-	}
-	deleter, err := kube.NewPodDeleter(kube.PodDeleterConfig{Client: client, Logger: log.WithName("delete")})
-	if err != nil {
-		return err
-	}
-	events, err := kube.NewEventRecorder(kube.EventRecorderConfig{Client: client, NodeName: name, Logger: log.WithName("events")})
-	if err != nil {
-		return err
-	}
-	objects, err := kube.NewObjects(kube.ObjectsConfig{Client: client, Logger: log.WithName("objects")})
-	if err != nil {
-		return err
-	}
-	tokens, err := kube.NewTokens(kube.TokensConfig{Client: client})
-	if err != nil {
-		return err
-	}
-	srvCfg, err := s.serving.agentServer(name, ipStrings, o.clock.Now(), client)
-	if err != nil {
-		return err
+		if cluster != nil && cluster.mirrors != nil {
+			sources = append(sources, cluster.mirrors.Source(file))
+		} else {
+			sources = append(sources, file)
+		}
 	}
 	allocatable, err := allocatableOf(s)
 	if err != nil {
 		return err
 	}
-	a, err := agent.New(agent.Config{
+	cfg := agent.Config{
 		NodeName: name, NodeIPs: ipStrings,
 		Allocatable: allocatable, NodeTaints: s.taints, Eviction: s.eviction, ImageGC: s.imageGC,
 		RuntimeService: rt, ImageService: rt,
 		CRI: cri.Config{PodLogsDir: s.podLogsDir, PodsDir: filepath.Join(o.rootDir, "pods"),
-			ClusterDNS: s.clusterDNS, ClusterDomain: s.clusterDomain, ResolvConf: s.resolvConf,
-			Objects: objects},
-		Tokens:  tokens,
-		Sources: sources, StatusSink: sink, PodTerminated: deleter.PodTerminated, Events: events.Event,
+			ClusterDNS: s.clusterDNS, ClusterDomain: s.clusterDomain, ResolvConf: s.resolvConf},
+		Sources:        sources,
 		ResyncInterval: s.sync,
 		Listen:         s.listen,
 		Logger:         log.WithName("agent"), Server: srvCfg,
-	})
+	}
+	if cluster != nil {
+		cfg.CRI.Objects, cfg.Tokens = cluster.objects, cluster.tokens
+		cfg.StatusSink, cfg.PodTerminated, cfg.Events = cluster.sink, cluster.deleter.PodTerminated, cluster.events.Event
+	}
+	a, err := agent.New(cfg)
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	if cluster == nil {
+		defer cancel()
+		agentDone := make(chan error, 1)
+		go func() { agentDone <- a.Run(ctx) }()
+		if a.Addr() == "" {
+			cancel()
+			return <-agentDone // Run could not listen; its error names the address
+		}
+		log.Info("node agent running, static pods only", "node", name, "listen", a.Addr(), "https", s.serving.secure(), "staticPodPath", s.staticPodPath)
+		err := <-agentDone
+		log.Info("stopped; pods are left running in the runtime")
+		return err
+	}
+	events := cluster.events
 	node, err := kube.NewNode(kube.NodeConfig{
 		Client: client, Name: name, NodeIPs: ips, DaemonPort: s.port,
 		Taints: s.taints, MaxPods: s.maxPods, Reserved: s.reserved,
@@ -455,17 +460,17 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 		Logger: log.WithName("node"),
 	})
 	if err != nil {
+		cancel()
 		return err
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
 	// The helpers (events, objects, mirror pods) end with ctx and return
 	// nil; run returns once they have.
 	var helpers sync.WaitGroup
 	defer func() { cancel(); helpers.Wait() }()
-	helperRuns := []func(context.Context) error{events.Run, objects.Run}
-	if mirrors != nil {
-		helperRuns = append(helperRuns, mirrors.Run)
+	helperRuns := []func(context.Context) error{events.Run, cluster.objects.Run}
+	if cluster.mirrors != nil {
+		helperRuns = append(helperRuns, cluster.mirrors.Run)
 	}
 	for _, r := range helperRuns {
 		helpers.Add(1)
@@ -491,4 +496,50 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	}
 	log.Info("stopped; pods are left running in the runtime")
 	return errors.Join(errA, errN)
+}
+
+// clusterParts are the parts of a node of a cluster, built on the node's client.
+type clusterParts struct {
+	mirrors   *kube.MirrorPods // nil without a staticPodPath
+	podSource *kube.PodSource
+	sink      *kube.StatusSink
+	deleter   *kube.PodDeleter
+	events    *kube.EventRecorder
+	objects   *kube.Objects
+	tokens    *kube.Tokens
+}
+
+// newClusterParts builds the API-server parts on client; nil without one.
+func newClusterParts(client kubernetes.Interface, name string, s settings, log logr.Logger) (*clusterParts, error) {
+	if client == nil {
+		return nil, nil
+	}
+	p := &clusterParts{}
+	var err error
+	// Static pods get mirror pods in the API server, which carry their
+	// statuses; the pod source hands the mirror pods to them.
+	if s.staticPodPath != "" {
+		if p.mirrors, err = kube.NewMirrorPods(kube.MirrorPodsConfig{Client: client, NodeName: name, Logger: log.WithName("mirror")}); err != nil {
+			return nil, err
+		}
+	}
+	if p.podSource, err = kube.NewPodSource(kube.PodSourceConfig{Client: client, NodeName: name, MirrorPods: p.mirrors, Logger: log.WithName("pods")}); err != nil {
+		return nil, err
+	}
+	if p.sink, err = kube.NewStatusSink(kube.StatusSinkConfig{Client: client, MirrorPods: p.mirrors != nil, Logger: log.WithName("status")}); err != nil {
+		return nil, err
+	}
+	if p.deleter, err = kube.NewPodDeleter(kube.PodDeleterConfig{Client: client, Logger: log.WithName("delete")}); err != nil {
+		return nil, err
+	}
+	if p.events, err = kube.NewEventRecorder(kube.EventRecorderConfig{Client: client, NodeName: name, Logger: log.WithName("events")}); err != nil {
+		return nil, err
+	}
+	if p.objects, err = kube.NewObjects(kube.ObjectsConfig{Client: client, Logger: log.WithName("objects")}); err != nil {
+		return nil, err
+	}
+	if p.tokens, err = kube.NewTokens(kube.TokensConfig{Client: client}); err != nil {
+		return nil, err
+	}
+	return p, nil
 }

@@ -73,6 +73,9 @@ func (s serving) agentServer(name string, ips []string, now time.Time, client ku
 	if !s.secure() {
 		return agent.ServerConfig{Configz: configz}, nil
 	}
+	if client == nil && (!s.noTokenWebhook || s.mode != kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow) {
+		return agent.ServerConfig{}, fmt.Errorf("--config: authentication.webhook.enabled and authorization.mode Webhook need --kubeconfig; without one set the webhook off and the mode AlwaysAllow")
+	}
 	hosts := append([]string{name}, ips...)
 	if h, err := os.Hostname(); err == nil && h != name {
 		hosts = append(hosts, h)
