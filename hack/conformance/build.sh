@@ -37,21 +37,6 @@ if ! flock -n 8; then
 	flock 8
 fi
 
-# etcd and kube-apiserver: wait for a hack/kube/install.sh that is
-# already running (its build would otherwise be done twice at once), then
-# run it, which skips what is present.
-waited=0
-while pgrep -f 'hack/kube/install\.sh' >/dev/null 2>&1; do
-	if [ "$waited" -eq 0 ]; then log "waiting for a running hack/kube/install.sh to finish"; fi
-	waited=$((waited + 1))
-	if [ "$waited" -gt 720 ]; then
-		log "hack/kube/install.sh still running after an hour; giving up"
-		exit 1
-	fi
-	sleep 5
-done
-NODEKIT_TOOLS=$tools nice -n 19 "$repo/hack/kube/install.sh" >/dev/null
-
 v=k8s.io/component-base/version
 minor=${kube_version#v1.}
 minor=${minor%%.*}
@@ -85,13 +70,29 @@ build() {
 # compiled for kube-apiserver are reused from the build cache.
 export CGO_ENABLED=0
 build ginkgo go build -trimpath -ldflags "-s -w" -o "$cache/bin/.ginkgo.tmp" github.com/onsi/ginkgo/v2/ginkgo
+# The e2e package does not pass vet, which go test would run first.
+build e2e.test go test -c -vet=off -p "$p" -trimpath -ldflags "$ldflags" -o "$cache/bin/.e2e.test.tmp" k8s.io/kubernetes/test/e2e
 build agnhost go build -p "$p" -trimpath -ldflags "$ldflags" -o "$cache/bin/.agnhost.tmp" k8s.io/kubernetes/test/images/agnhost
 build nnp go build -trimpath -ldflags "-s -w" -o "$cache/bin/.nnp.tmp" k8s.io/kubernetes/test/images/nonewprivs
 build kubectl go build -p "$p" -trimpath -ldflags "$ldflags" -o "$cache/bin/.kubectl.tmp" k8s.io/kubernetes/cmd/kubectl
 build kube-scheduler go build -p "$p" -trimpath -ldflags "$ldflags" -o "$cache/bin/.kube-scheduler.tmp" k8s.io/kubernetes/cmd/kube-scheduler
 build kube-controller-manager go build -p "$p" -trimpath -ldflags "$ldflags" -o "$cache/bin/.kube-controller-manager.tmp" k8s.io/kubernetes/cmd/kube-controller-manager
-# The e2e package does not pass vet, which go test would run first.
-build e2e.test go test -c -vet=off -p "$p" -trimpath -ldflags "$ldflags" -o "$cache/bin/.e2e.test.tmp" k8s.io/kubernetes/test/e2e
 
 "$here/images.sh" "$cache"
+
+# etcd and kube-apiserver, last: wait for a hack/kube/install.sh that is
+# already running (its build would otherwise be done twice at once), then
+# run it, which skips what is present.
+waited=0
+while pgrep -f 'hack/kube/install\.sh' >/dev/null 2>&1; do
+	if [ "$waited" -eq 0 ]; then log "waiting for a running hack/kube/install.sh to finish"; fi
+	waited=$((waited + 1))
+	if [ "$waited" -gt 720 ]; then
+		log "hack/kube/install.sh still running after an hour; giving up"
+		exit 1
+	fi
+	sleep 5
+done
+NODEKIT_TOOLS=$tools nice -n 19 "$repo/hack/kube/install.sh" >/dev/null
+
 echo "$cache"
