@@ -52,20 +52,20 @@ SUBSET=(
 	'Pods should contain environment variables for services'
 	'Pods should support remote command execution over websockets'
 	'Pods should support retrieving logs from the container over websockets'
-	'InitContainer \[NodeConformance\] should invoke init containers on a RestartNever pod'
-	'InitContainer \[NodeConformance\] should not start app containers if init containers fail on a RestartAlways pod'
-	'Container Lifecycle Hook when create a pod with lifecycle hook should execute poststart exec hook properly'
+	'\] InitContainer should invoke init containers on a RestartNever pod'
+	'\] InitContainer should not start app containers if init containers fail on a RestartAlways pod'
+	'\[sig-node\] Container Lifecycle Hook when create a pod with lifecycle hook should execute poststart exec hook properly'
 	'Container Runtime blackbox test on terminated container should report termination message from file when pod succeeds'
 	'Probing container should be restarted with a exec "cat /tmp/health" liveness probe'
 	'Probing container with readiness probe should not be ready before initial delay and never restart'
 	'Probing container should have monotonically increasing restart count'
 	'EmptyDir volumes should support \(root,0644,default\)'
-	'ConfigMap should be consumable from pods in volume \[NodeConformance\]'
-	'Secrets should be consumable from pods in volume \[NodeConformance\]'
+	'\] ConfigMap should be consumable from pods in volume \['
+	'\] Secrets should be consumable from pods in volume \['
 	'Downward API volume should provide podname only'
-	'Projected configMap should be consumable from pods in volume \[NodeConformance\]'
+	'\] Projected configMap should be consumable from pods in volume \['
 	'Kubelet when scheduling a busybox command in a pod should print the output to logs'
-	'PrivilegedPod \[NodeConformance\] should enable privileged commands'
+	'\] PrivilegedPod should enable privileged commands'
 )
 
 focus=
@@ -108,7 +108,8 @@ mkdir -p "$results"
 results=$(cd "$results" && pwd)
 
 # Everything started is recorded in $scratch/pids and stopped by the
-# trap, newest first; containerd (with its containers) by hack/e2e/down.sh.
+# trap, newest first; then containerd and its containers by
+# hack/e2e/down.sh (the node leaves its pods running, as the kubelet).
 stop_all() {
 	local rc=$? pid
 	trap - EXIT INT TERM
@@ -138,9 +139,14 @@ stop_all() {
 	exit "$rc"
 }
 
-# A previous run that was killed may have left its scratch directory.
+# A previous run that was killed may have left its scratch directory and
+# processes: those whose arguments name the scratch directory.
 if [ -f "$scratch/pids" ]; then
-	for pid in $(cat "$scratch/pids"); do kill -9 "$pid" 2>/dev/null || true; done
+	for pid in $(cat "$scratch/pids"); do
+		if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$scratch/"; then
+			kill -9 "$pid" 2>/dev/null || true
+		fi
+	done
 fi
 "$repo/hack/e2e/down.sh" "$scratch/containerd" || true
 rm -rf "$scratch"
@@ -282,7 +288,6 @@ wait_for "the controller manager made the default service account" 120 kubectl g
 # image registry is sent to a closed loopback port (no pull leaves the
 # machine), the test images are imported under their exact names.
 NODEKIT_E2E_BRIDGE=nk-conf0 NODEKIT_E2E_SUBNET=10.213.99.0/24 n "$repo/hack/e2e/up.sh" "$scratch/containerd" >&2
-echo "$(cat "$scratch/containerd/containerd.pid")" >>"$scratch/pids"
 mkdir -p "$scratch/containerd/certs.d/_default"
 cat >"$scratch/containerd/certs.d/_default/hosts.toml" <<'EOF'
 # No registry is reachable from the test machine: every pull fails at once

@@ -159,15 +159,15 @@ func area(file, text string) string {
 		return "volumes"
 	case base == "container_probe.go":
 		return "probes"
-	case base == "security_context.go" || base == "apparmor.go" || strings.Contains(text, "Security Context"):
+	case slices.Contains([]string{"security_context.go", "privileged.go", "apparmor.go"}, base) || strings.Contains(text, "Security Context"):
 		return "security context"
-	case slices.Contains([]string{"runtime.go", "runtimeclass.go", "docker_containers.go", "image_credential_provider.go", "containers.go"}, base):
+	case slices.Contains([]string{"runtime.go", "runtimeclass.go", "containers.go", "docker_containers.go", "image_credential_provider.go"}, base):
 		return "container runtime"
-	case slices.Contains([]string{"node_lease.go", "kubelet.go", "node.go", "node_problem_detector.go", "events.go", "kubelet_etc_hosts.go"}, base):
+	case slices.Contains([]string{"node_lease.go", "node.go", "events.go"}, base):
 		return "node API"
-	case slices.Contains([]string{"pods.go", "pod_admission.go", "init_container.go", "lifecycle_hook.go", "expansion.go",
-		"downwardapi.go", "configmap.go", "secrets.go", "sysctl.go", "ephemeral_containers.go", "pod_resize.go",
-		"pod_level_resources.go", "termination_message.go", "pod_hostnameoverride.go", "pod_gc.go", "pre_stop.go"}, base):
+	case strings.Contains(filepath.ToSlash(file), "/common/node/"):
+		// pods.go, init_container.go, lifecycle_hook.go, kubelet.go,
+		// expansion.go, downwardapi.go, sysctl.go and the other pod specs.
 		return "pods"
 	}
 	return "other"
