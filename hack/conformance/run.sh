@@ -114,6 +114,18 @@ stop_all() {
 	local rc=$? pid
 	trap - EXIT INT TERM
 	log "stopping everything started"
+	# The suite: timeout leads a process group of its own with ginkgo and
+	# the e2e.test processes; ginkgo is given a moment to clean up.
+	if [ -f "$scratch/suite.pid" ]; then
+		pid=$(cat "$scratch/suite.pid")
+		if kill -TERM -- "-$pid" 2>/dev/null; then
+			for _ in $(seq 1 150); do
+				kill -0 -- "-$pid" 2>/dev/null || break
+				sleep 0.2
+			done
+			kill -KILL -- "-$pid" 2>/dev/null || true
+		fi
+	fi
 	if [ -f "$scratch/pids" ]; then
 		for pid in $(tac "$scratch/pids"); do
 			kill "$pid" 2>/dev/null || true
@@ -158,7 +170,8 @@ trap stop_all EXIT INT TERM
 start() {
 	local name=$1
 	shift
-	n "$@" >"$scratch/logs/$name.log" 2>&1 &
+	# nice execs the command, so $! is the command's own PID.
+	nice -n "$niceness" "$@" >"$scratch/logs/$name.log" 2>&1 &
 	echo $! >>"$scratch/pids"
 	log "started $name (pid $!)"
 }
@@ -339,20 +352,25 @@ kubectl get node "$node_name" -o wide >&2
 
 # 3. The suite.
 log "running the specs: label filter '$label_filter'${focus:+, focus '$focus'}; $procs processes, at most $timeout_min min"
-ginkgo_args=(--procs "$procs" --label-filter "$label_filter" --timeout "${timeout_min}m" --no-color
+ginkgo_args=(--procs "$procs" --label-filter "$label_filter" --timeout "${timeout_min}m" --no-color --silence-skips
 	--output-dir "$results" --json-report report.json --junit-report junit.xml)
 [ -z "$focus" ] || ginkgo_args+=(--focus "$focus")
 mkdir -p "$results/e2e"
 suite_start=$(date +%s)
-set +e
-(cd "$results" && n timeout --kill-after 60 $((timeout_min * 60 + 300)) "$cache/bin/ginkgo" "${ginkgo_args[@]}" \
-	"$cache/bin/e2e.test" -- \
+# In the background and waited for, so that an interrupt reaches the trap
+# at once; timeout (its own process group) bounds ginkgo if it hangs.
+(cd "$results" && exec nice -n "$niceness" timeout --kill-after 60 $((timeout_min * 60 + 300)) \
+	"$cache/bin/ginkgo" "${ginkgo_args[@]}" "$cache/bin/e2e.test" -- \
 	--provider local --kubeconfig "$scratch/admin.kubeconfig" --kubectl-path "$cache/bin/kubectl" \
 	--node-schedulable-timeout 2m --system-pods-startup-timeout 1m --minStartupPods 0 \
 	--allowed-not-ready-nodes 0 --dump-logs-on-failure=false --report-dir "$results/e2e") \
-	>"$results/ginkgo.log" 2>&1
+	>"$results/ginkgo.log" 2>&1 &
+echo $! >"$scratch/suite.pid"
+set +e
+wait "$(cat "$scratch/suite.pid")"
 suite_rc=$?
 set -e
+rm -f "$scratch/suite.pid"
 suite_secs=$(($(date +%s) - suite_start))
 log "suite finished in $suite_secs s (ginkgo exit $suite_rc); log in $results/ginkgo.log"
 
