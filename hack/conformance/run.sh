@@ -20,7 +20,8 @@
 #
 #   --focus REGEX    only the specs whose full text matches REGEX
 #   --subset         only the SUBSET below (about 20 specs, a few minutes)
-#   --procs N        ginkgo processes (default 6; the specs mostly wait)
+#   --procs N        ginkgo processes (default 16: most specs wait on pods,
+#                    a failing one up to 5 min, so processes are cheap)
 #   --timeout M      the whole suite's bound in minutes (default 60)
 #   --results DIR    where the results go (default: a new directory under
 #                    CACHE/results, also linked as CACHE/results/latest)
@@ -69,7 +70,7 @@ SUBSET=(
 )
 
 focus=
-procs=6
+procs=16
 timeout_min=60
 results=
 build_only=
