@@ -7,7 +7,7 @@
 
 GO ?= go
 
-.PHONY: run test check network network-tools unit e2e kube-e2e bench bench-agent bench-bigpod
+.PHONY: run test check network network-tools unit e2e kube-e2e conformance bench bench-agent bench-bigpod
 
 run:
 	$(GO) run ./examples/standalone
@@ -45,6 +45,14 @@ kube-e2e:
 	@tools=$$(hack/kube/install.sh) && test -n "$$tools" && \
 	echo "kube-e2e: NODEKIT_KUBE_TOOLS=$$tools" && \
 	NODEKIT_KUBE_TOOLS=$$tools $(GO) test -race -count=1 ./kube/... ./examples/node/...
+
+# The upstream Kubernetes NodeConformance specs against examples/node on a
+# one-node cluster on loopback (hack/conformance/README.md). Not part of
+# "make test": a cold build takes about 20 minutes after kube-apiserver's, the
+# suite is bounded at 60.
+# CONFORMANCE_FLAGS passes flags, e.g. CONFORMANCE_FLAGS=--subset.
+conformance:
+	hack/conformance/run.sh $(CONFORMANCE_FLAGS)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -6,8 +6,8 @@
 # usage: down.sh DIR
 set -uo pipefail
 dir=${1:?usage: down.sh DIR}
-bridge=nk-e2e0
 [ -d "$dir" ] || exit 0
+bridge=$(cat "$dir/bridge" 2>/dev/null || echo nk-e2e0) # as up.sh chose it
 
 # Containers first, so no process outlives the run.
 if [ -d "$dir/runc/k8s.io" ]; then

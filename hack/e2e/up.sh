@@ -2,16 +2,21 @@
 # Starts a private containerd for the end-to-end tests, with its root,
 # state, socket, runc root and CNI config all under DIR, and imports the
 # locally built busybox and pause images. Writes DIR/env with the
-# variables the tests read.
+# variables the tests read. NODEKIT_E2E_BRIDGE and NODEKIT_E2E_SUBNET
+# choose the CNI bridge and its subnet (default nk-e2e0, 10.213.77.0/24),
+# so two of these containerds can run side by side; the registry host
+# configuration is read from DIR/certs.d (empty: every registry as
+# containerd's defaults).
 #
 # usage: up.sh DIR
 set -euo pipefail
 dir=${1:?usage: up.sh DIR}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-bridge=nk-e2e0
-subnet=10.213.77.0/24
+bridge=${NODEKIT_E2E_BRIDGE:-nk-e2e0}
+subnet=${NODEKIT_E2E_SUBNET:-10.213.77.0/24}
 
-mkdir -p "$dir"/{root,state,runc,opt,bin,images,logs,cni/net.d,cni/ipam}
+mkdir -p "$dir"/{root,state,runc,opt,bin,images,logs,certs.d,cni/net.d,cni/ipam}
+echo "$bridge" >"$dir/bridge" # for down.sh
 
 # Images: a static pause program and busybox-static, no registry needed.
 gcc -static -O2 -o "$dir/images/pause" "$repo/hack/e2e/pause.c"
@@ -70,6 +75,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$dir/cni/net.d"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$dir/certs.d"
 TOML
 
 containerd --config "$dir/config.toml" >"$dir/logs/containerd.log" 2>&1 &

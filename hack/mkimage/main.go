@@ -3,6 +3,13 @@
 //
 //	mkimage -name nodekit.test/busybox:1 -busybox /bin/busybox -out busybox.tar
 //	mkimage -name nodekit.test/pause:1 -file pause=/pause -entrypoint /pause -out pause.tar
+//	mkimage -name example.test/nnp:1 -busybox /bin/busybox -bin-links \
+//		-file nnp=/usr/local/bin/nnp -mode /usr/local/bin/nnp=4755 \
+//		-dir /uploads -user 1234 -passwd user:x:1000:1000::/:/bin/sh -out nnp.tar
+//
+// -file creates the parent directories of its destination; -bin-links
+// also links every busybox applet under /bin, as the busybox images of
+// Docker Hub have them.
 //
 // The archive is an OCI image layout in a tar file, importable with
 // "ctr -n k8s.io images import"; with -layout DIR it writes the layout as
@@ -25,6 +32,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -52,33 +60,68 @@ func main() {
 		busybox    = flag.String("busybox", "", "path of a static busybox to install with all its applets")
 		entrypoint = flag.String("entrypoint", "", "image entrypoint, space separated")
 		cmd        = flag.String("cmd", "", "image command, space separated")
+		binLinks   = flag.Bool("bin-links", false, "with -busybox, also link every applet under /bin")
+		user       = flag.String("user", "", "the image's user (USER), such as 1234 or 1000:1000")
+		workdir    = flag.String("workdir", "", "the image's working directory")
 		files      fileFlags
+		dirs       fileFlags
+		modes      fileFlags
+		passwd     fileFlags
+		group      fileFlags
 	)
 	flag.Var(&files, "file", "SRC=/DEST: add a host file to the image (repeatable)")
+	flag.Var(&dirs, "dir", "/DEST: add an empty directory, mode 0755 (repeatable)")
+	flag.Var(&modes, "mode", "/DEST=OCTAL: set the mode of a file or directory of the image, such as 4755 (repeatable)")
+	flag.Var(&passwd, "passwd", "a line to add to /etc/passwd (repeatable)")
+	flag.Var(&group, "group", "a line to add to /etc/group (repeatable)")
 	flag.Parse()
 	if *name == "" || (*out == "" && *layout == "") {
 		fmt.Fprintln(os.Stderr, "mkimage: -name and one of -out or -layout are required")
 		os.Exit(2)
 	}
-	if err := run(*name, *out, *layout, *busybox, *entrypoint, *cmd, files); err != nil {
+	o := options{name: *name, out: *out, layout: *layout, busybox: *busybox, binLinks: *binLinks,
+		entrypoint: *entrypoint, cmd: *cmd, user: *user, workdir: *workdir,
+		files: files, dirs: dirs, modes: modes, passwd: passwd, group: group}
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "mkimage:", err)
 		os.Exit(1)
 	}
 }
 
-func run(name, out, layout, busybox, entrypoint, cmd string, files []string) error {
+// options are the command's flags.
+type options struct {
+	name, out, layout, busybox     string
+	binLinks                       bool
+	entrypoint, cmd, user, workdir string
+	files, dirs, modes             []string
+	passwd, group                  []string
+}
+
+func run(o options) error {
+	name, out, layout, busybox, entrypoint, cmd := o.name, o.out, o.layout, o.busybox, o.entrypoint, o.cmd
 	entries := map[string]entry{}
 	dir := func(p string, mode int64) {
 		entries[p] = entry{name: p + "/", mode: mode, typ: tar.TypeDir}
+	}
+	// parents adds the missing parent directories of p.
+	parents := func(p string) {
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			if _, ok := entries[d]; !ok {
+				dir(d, 0o755)
+			}
+		}
 	}
 	for _, d := range []string{"bin", "sbin", "usr", "usr/bin", "usr/sbin", "etc", "root", "var", "proc", "sys", "dev", "run"} {
 		dir(d, 0o755)
 	}
 	dir("tmp", 0o1777)
+	lines := func(base string, extra []string) []byte {
+		return []byte(base + strings.Join(append(extra, ""), "\n"))
+	}
 	entries["etc/passwd"] = entry{name: "etc/passwd", mode: 0o644, typ: tar.TypeReg,
-		data: []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")}
+		data: lines("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n", o.passwd)}
 	entries["etc/group"] = entry{name: "etc/group", mode: 0o644, typ: tar.TypeReg,
-		data: []byte("root:x:0:\nnogroup:x:65534:\n")}
+		data: lines("root:x:0:\nnogroup:x:65534:\n", o.group)}
 	if busybox != "" {
 		data, err := os.ReadFile(busybox)
 		if err != nil {
@@ -93,15 +136,24 @@ func run(name, out, layout, busybox, entrypoint, cmd string, files []string) err
 			if p == "bin/busybox" {
 				continue
 			}
-			for d := path.Dir(p); d != "."; d = path.Dir(d) {
-				if _, ok := entries[d]; !ok {
-					dir(d, 0o755)
+			parents(p)
+			entries[p] = entry{name: p, mode: 0o777, typ: tar.TypeSymlink, linkname: "/bin/busybox"}
+			if b := "bin/" + path.Base(p); o.binLinks && b != "bin/busybox" {
+				if _, ok := entries[b]; !ok {
+					entries[b] = entry{name: b, mode: 0o777, typ: tar.TypeSymlink, linkname: "/bin/busybox"}
 				}
 			}
-			entries[p] = entry{name: p, mode: 0o777, typ: tar.TypeSymlink, linkname: "/bin/busybox"}
 		}
 	}
-	for _, f := range files {
+	for _, d := range o.dirs {
+		if !strings.HasPrefix(d, "/") {
+			return fmt.Errorf("-dir %q: want /DEST", d)
+		}
+		p := strings.TrimSuffix(strings.TrimPrefix(d, "/"), "/")
+		parents(p)
+		dir(p, 0o755)
+	}
+	for _, f := range o.files {
 		src, dest, ok := strings.Cut(f, "=")
 		if !ok || !strings.HasPrefix(dest, "/") {
 			return fmt.Errorf("-file %q: want SRC=/DEST", f)
@@ -111,23 +163,45 @@ func run(name, out, layout, busybox, entrypoint, cmd string, files []string) err
 			return err
 		}
 		p := strings.TrimPrefix(dest, "/")
+		parents(p)
 		entries[p] = entry{name: p, mode: 0o755, typ: tar.TypeReg, data: data}
+	}
+	for _, m := range o.modes {
+		dest, octal, ok := strings.Cut(m, "=")
+		mode, err := strconv.ParseInt(octal, 8, 64)
+		if !ok || err != nil || !strings.HasPrefix(dest, "/") {
+			return fmt.Errorf("-mode %q: want /DEST=OCTAL", m)
+		}
+		p := strings.TrimSuffix(strings.TrimPrefix(dest, "/"), "/")
+		e, ok := entries[p]
+		if !ok {
+			return fmt.Errorf("-mode %q: the image has no %s", m, dest)
+		}
+		e.mode = mode
+		entries[p] = e
 	}
 
 	layer, diffID, err := buildLayer(entries)
 	if err != nil {
 		return err
 	}
+	runConfig := map[string]any{
+		"Env":        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		"Entrypoint": fields(entrypoint),
+		"Cmd":        fields(cmd),
+	}
+	if o.user != "" {
+		runConfig["User"] = o.user
+	}
+	if o.workdir != "" {
+		runConfig["WorkingDir"] = o.workdir
+	}
 	imgConfig := map[string]any{
 		"architecture": "amd64",
 		"os":           "linux",
 		"created":      epoch.Format(time.RFC3339),
-		"config": map[string]any{
-			"Env":        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-			"Entrypoint": fields(entrypoint),
-			"Cmd":        fields(cmd),
-		},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{diffID}},
+		"config":       runConfig,
+		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{diffID}},
 	}
 	configJSON, _ := json.Marshal(imgConfig)
 	manifest := map[string]any{

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Builds the stand-ins of the test images the NodeConformance specs run, as
+# OCI archives under CACHE/images, named exactly as the specs ask for
+# them (nothing can be pulled here). They are made by hack/mkimage from
+# Debian's busybox-static and a few host programs:
+#
+#   pause:3.10.2                 the static pause program of hack/e2e
+#   e2e-test-images/busybox      busybox, every applet also under /bin
+#   e2e-test-images/agnhost      busybox + static agnhost at /agnhost (its
+#                                entrypoint), bash and curl with their
+#                                libraries, /uploads, the image's user 1000
+#   e2e-test-images/nginx        busybox httpd on :80 serving /usr/share/nginx/html
+#   e2e-test-images/nonroot      busybox with USER 1234
+#   e2e-test-images/nonewprivs   busybox + the setuid nnp program
+#   e2e-test-images/glibc-dns-testing  busybox + the host's dash, hostname and glibc
+#
+# CACHE/images/list holds "NAME FILE" per image. Archives newer than their
+# inputs are kept.
+#
+# usage: images.sh CACHE   (CACHE/bin/agnhost and CACHE/bin/nnp must exist)
+set -euo pipefail
+cache=${1:?usage: images.sh CACHE}
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+out=$cache/images
+mkdir -p "$out"
+
+busybox=$(command -v busybox) || { echo "conformance: busybox (Debian's busybox-static) is missing; run hack/e2e/install.sh" >&2; exit 1; }
+e2e=registry.k8s.io/e2e-test-images
+
+# The inputs every archive depends on; a newer one rebuilds them all.
+inputs=("$here/images.sh" "$repo/hack/mkimage/main.go" "$repo/hack/e2e/pause.c" "$cache/bin/agnhost" "$cache/bin/nnp" "$busybox")
+names=(
+	"registry.k8s.io/pause:3.10.2 pause.tar"
+	"$e2e/busybox:1.37.0-2 busybox.tar"
+	"$e2e/agnhost:2.66.1 agnhost-2.66.1.tar"
+	"$e2e/agnhost:2.55 agnhost-2.55.tar"
+	"$e2e/nginx:1.27.0-2 nginx-1.27.0-2.tar"
+	"$e2e/nginx:1.28.0-2 nginx-1.28.0-2.tar"
+	"$e2e/nonroot:1.5 nonroot.tar"
+	"$e2e/nonewprivs:1.4 nonewprivs.tar"
+	"$e2e/glibc-dns-testing:2.1.1 glibc-dns-testing.tar"
+)
+uptodate=1
+for n in "${names[@]}"; do
+	f=$out/${n#* }
+	[ -f "$f" ] || { uptodate=; break; }
+	for i in "${inputs[@]}"; do
+		[ "$f" -nt "$i" ] || { uptodate=; break 2; }
+	done
+done
+if [ -n "$uptodate" ]; then
+	echo "conformance: images present" >&2
+	printf '%s\n' "${names[@]}" >"$out/list"
+	exit 0
+fi
+
+start=$(date +%s)
+(cd "$repo" && nice -n 19 go build -o "$cache/bin/mkimage" ./hack/mkimage)
+nice -n 19 gcc -static -O2 -o "$out/pause" "$repo/hack/e2e/pause.c"
+mk() { nice -n 19 "$cache/bin/mkimage" "$@"; }
+
+# withlibs PROG...: -file arguments for each host program at its own path
+# and for the shared libraries it loads (the dynamic loader included).
+withlibs() {
+	local prog lib
+	for prog in "$@"; do
+		echo "-file" "$prog=$prog"
+		for lib in $(ldd "$prog" 2>/dev/null | awk '{for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i}'); do
+			echo "-file" "$lib=$lib"
+		done
+	done | sort -u | tr '\n' ' '
+}
+
+bb=(-busybox "$busybox" -bin-links)
+mk -name registry.k8s.io/pause:3.10.2 -file "$out/pause=/pause" -entrypoint /pause -out "$out/pause.tar"
+mk -name "$e2e/busybox:1.37.0-2" "${bb[@]}" -cmd sh -out "$out/busybox.tar"
+
+# shellcheck disable=SC2207 # word splitting of "-file SRC=DEST" pairs is wanted
+agnhost_extra=($(withlibs "$(command -v bash)" "$(command -v curl)"))
+for tag in 2.66.1 2.55; do
+	mk -name "$e2e/agnhost:$tag" "${bb[@]}" -file "$cache/bin/agnhost=/agnhost" "${agnhost_extra[@]}" \
+		-dir /uploads -mode /uploads=777 \
+		-passwd "user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh" \
+		-group "user-defined-in-image:x:1000:" -group "group-defined-in-image:x:50000:user-defined-in-image" \
+		-entrypoint /agnhost -cmd pause -out "$out/agnhost-$tag.tar"
+done
+
+printf '<html><body>nginx stand-in</body></html>\n' >"$out/index.html"
+for tag in 1.27.0-2 1.28.0-2; do
+	mk -name "$e2e/nginx:$tag" "${bb[@]}" -file "$out/index.html=/usr/share/nginx/html/index.html" \
+		-mode /usr/share/nginx/html/index.html=644 \
+		-cmd "httpd -f -p 80 -h /usr/share/nginx/html" -out "$out/nginx-$tag.tar"
+done
+
+mk -name "$e2e/nonroot:1.5" "${bb[@]}" -user 1234 -cmd sh -out "$out/nonroot.tar"
+mk -name "$e2e/nonewprivs:1.4" "${bb[@]}" -file "$cache/bin/nnp=/usr/local/bin/nnp" \
+	-mode /usr/local/bin/nnp=4755 -cmd nnp -out "$out/nonewprivs.tar"
+
+# shellcheck disable=SC2207
+dns_extra=($(withlibs /bin/dash /bin/hostname))
+mk -name "$e2e/glibc-dns-testing:2.1.1" "${bb[@]}" "${dns_extra[@]}" -file /bin/dash=/bin/sh \
+	-cmd sh -out "$out/glibc-dns-testing.tar"
+
+printf '%s\n' "${names[@]}" >"$out/list"
+echo "conformance: built ${#names[@]} images in $(($(date +%s) - start)) s" >&2
