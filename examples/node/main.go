@@ -37,12 +37,11 @@
 //	                           nodeStatusUpdateFrequency when only that is set)
 //	nodeLeaseDurationSeconds   the Lease's duration (40), renewed every quarter of it
 //	address, port              the node server (package server: /healthz, /pods, /metrics,
-//	                           /containerLogs, /exec...) (127.0.0.1 and 10250; see
-//	                           below), and the Node's daemon port
-//	tlsCertFile, tlsPrivateKeyFile  the server's certificate (HTTPS; with neither, and
-//	                           a clientCAFile, a self-signed one for the node's names)
-//	authentication.x509.clientCAFile  client certificates; setting it or tlsCertFile
-//	                           makes the server HTTPS with authentication
+//	                           /containerLogs, /exec...) (0.0.0.0 when it serves
+//	                           HTTPS, else 127.0.0.1; 10250), and the Node's daemon port
+//	tlsCertFile, tlsPrivateKeyFile  the server's certificate (with neither, a
+//	                           self-signed one for the node's names, made at start)
+//	authentication.x509.clientCAFile  client certificates
 //	authentication.anonymous.enabled  requests without credentials (false)
 //	authentication.webhook.enabled, cacheTTL  bearer tokens checked by TokenReviews
 //	                           with the node's credentials, answers kept (true, 2m)
@@ -72,10 +71,11 @@
 // Every other field is accepted and ignored: readOnlyPort, healthz*,
 // cgroup and QoS settings, other eviction and image GC fields,
 // featureGates, logging, registerNode (the node always registers),
-// serializeImagePulls and the rest. Without tlsCertFile and
-// clientCAFile the server is plain HTTP without authentication, which is
-// why address defaults to 127.0.0.1 rather than the kubelet's 0.0.0.0.
-// The node's identity is used as is (no certificate bootstrap or
+// serializeImagePulls and the rest. With a kubeconfig the server is the
+// kubelet's: HTTPS, with authentication and authorization. Without one
+// (static pods only) and without tlsCertFile and clientCAFile it is plain
+// HTTP without authentication, on 127.0.0.1 unless address says
+// otherwise. The node's identity is used as is (no certificate bootstrap or
 // rotation).
 //
 // A runtime that is not there yet is waited for, with back-off from 100ms
@@ -125,6 +125,7 @@ const (
 	DefaultRootDir         = "/var/lib/kubelet"
 	DefaultRuntimeEndpoint = "unix:///run/containerd/containerd.sock"
 	DefaultAddress         = "127.0.0.1"
+	KubeletDefaultAddress  = "0.0.0.0"
 	DefaultPort            = 10250
 )
 
@@ -167,6 +168,7 @@ type settings struct {
 	fileCheck, sync, statusUpdate, report time.Duration
 	leaseDuration                         time.Duration
 	listen                                string
+	addressSet                            bool // address was configured
 	port                                  int32
 	endpoint, podLogsDir                  string
 	taints                                []v1.Taint
@@ -236,6 +238,7 @@ func loadConfig(path string) (settings, error) {
 			return settings{}, fmt.Errorf("--config %s: address %q is not an IP address", path, kc.Address)
 		}
 		address = kc.Address
+		s.addressSet = true
 	}
 	s.listen = net.JoinHostPort(address, strconv.Itoa(int(s.port)))
 	if kc.MaxPods > 0 {
@@ -390,6 +393,12 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	https := srvCfg.TLS != nil
+	if https && !s.addressSet {
+		// Served with TLS and authentication, the node server listens
+		// where the kubelet's does: on every address.
+		s.listen = net.JoinHostPort(KubeletDefaultAddress, strconv.Itoa(int(s.port)))
+	}
 	cluster, err := newClusterParts(client, name, s, log)
 	if err != nil {
 		return err
@@ -441,7 +450,7 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 			cancel()
 			return <-agentDone // Run could not listen; its error names the address
 		}
-		log.Info("node agent running, static pods only", "node", name, "listen", a.Addr(), "https", s.serving.secure(), "staticPodPath", s.staticPodPath)
+		log.Info("node agent running, static pods only", "node", name, "listen", a.Addr(), "https", https, "staticPodPath", s.staticPodPath)
 		err := <-agentDone
 		log.Info("stopped; pods are left running in the runtime")
 		return err
@@ -483,7 +492,7 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 		return <-agentDone // Run could not listen; its error names the address
 	}
 	go func() { nodeDone <- node.Run(ctx) }()
-	log.Info("node agent running", "node", name, "listen", a.Addr(), "https", s.serving.secure(), "staticPodPath", s.staticPodPath)
+	log.Info("node agent running", "node", name, "listen", a.Addr(), "https", https, "staticPodPath", s.staticPodPath)
 	// The first to end (an error, or ctx) ends the other.
 	var errA, errN error
 	select {

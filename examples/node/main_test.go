@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -392,10 +393,26 @@ resolvConf: ""
 		return false, fmt.Sprint(seen)
 	})
 
-	// The agent's server on address:port: healthy, and the static pod runs.
-	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	// The agent's server on address:port, HTTPS with a self-signed
+	// certificate as the kubelet's, asking the API server about the
+	// admin's token: healthy, and the static pod runs. Without a token it
+	// is 401.
+	base := "https://127.0.0.1:" + strconv.Itoa(port)
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	defer insecure.CloseIdleConnections()
+	get := func(path string, token string) (*http.Response, error) {
+		req, err := http.NewRequest(http.MethodGet, base+path, nil)
+		if err != nil {
+			return nil, err
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		return insecure.Do(req)
+	}
+	adminToken := s.AdminConfig().BearerToken
 	eventually(t, 30*time.Second, "the static pod Running on /pods", func() (bool, string) {
-		resp, err := http.Get(base + "/pods")
+		resp, err := get("/pods", adminToken)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -413,7 +430,12 @@ resolvConf: ""
 		}
 		return false, fmt.Sprint(seen)
 	})
-	resp, err := http.Get(base + "/healthz")
+	if resp, err := get("/pods", ""); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("/pods without a token: %v, %v; want 401", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	resp, err := get("/healthz", adminToken)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,8 +27,9 @@ type serving struct {
 }
 
 // servingOf reads the server's fields of kc. HTTPS is served when it
-// names a serving certificate or a client CA; otherwise the server stays
-// plain HTTP (for address 127.0.0.1).
+// names a serving certificate or a client CA, or when the node has a
+// kubeconfig (agentServer); otherwise the server stays plain HTTP (for
+// address 127.0.0.1).
 func servingOf(kc *kubeletv1beta1.KubeletConfiguration, path string) (serving, error) {
 	s := serving{
 		certFile: kc.TLSCertFile, keyFile: kc.TLSPrivateKeyFile,
@@ -70,7 +71,11 @@ func (s serving) agentServer(name string, ips []string, now time.Time, client ku
 	if s.config != nil {
 		configz = func() (any, error) { return s.config, nil }
 	}
-	if !s.secure() {
+	// With a client the server is the kubelet's: HTTPS (a self-signed
+	// certificate without tlsCertFile), with the API server's webhooks.
+	// Without one and without TLS files it stays plain HTTP, on
+	// 127.0.0.1 unless address says otherwise.
+	if !s.secure() && client == nil {
 		return agent.ServerConfig{Configz: configz}, nil
 	}
 	if client == nil && (!s.noTokenWebhook || s.mode != kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow) {

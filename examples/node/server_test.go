@@ -98,8 +98,15 @@ authorization: {mode: AlwaysAllow}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg, err := plain.serving.agentServer("node-1", nil, time.Now(), reviews()); err != nil || cfg.TLS != nil || cfg.Authenticator != nil {
-		t.Errorf("without a config: %+v, %v; want plain HTTP", cfg, err)
+	// Without a config but with the node's client the server is the
+	// kubelet's by default: HTTPS with a self-signed certificate, tokens
+	// and authorization through the API server; without a client it is
+	// plain HTTP.
+	if cfg, err := plain.serving.agentServer("node-1", nil, time.Now(), reviews()); err != nil || cfg.TLS == nil || cfg.Authenticator == nil || cfg.Authorizer == nil {
+		t.Errorf("without a config, with a client: %+v, %v; want HTTPS with webhook authentication and authorization", cfg, err)
+	}
+	if cfg, err := plain.serving.agentServer("node-1", nil, time.Now(), nil); err != nil || cfg.TLS != nil || cfg.Authenticator != nil {
+		t.Errorf("without a config nor a client: %+v, %v; want plain HTTP", cfg, err)
 	}
 	for name, doc := range map[string]string{
 		"cert without key": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ntlsCertFile: /x.crt\n",
