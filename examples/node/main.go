@@ -243,6 +243,9 @@ func loadConfig(path string) (settings, error) {
 	if kc.ReadOnlyPort < 0 || kc.ReadOnlyPort > 65535 {
 		return settings{}, fmt.Errorf("--config %s: readOnlyPort %d is not between 0 (off) and 65535", path, kc.ReadOnlyPort)
 	}
+	if kc.ReadOnlyPort != 0 && kc.ReadOnlyPort == s.port {
+		return settings{}, fmt.Errorf("--config %s: readOnlyPort %d is the port of the node server", path, kc.ReadOnlyPort)
+	}
 	s.readOnlyPort = kc.ReadOnlyPort
 	address := DefaultAddress
 	if kc.Address != "" {
