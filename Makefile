@@ -15,6 +15,9 @@ run:
 # Under "make test" the network tests run once, in "unit", after the
 # plugins are installed, and a missing plugin or root fails them.
 test: export NODEKIT_NETWORK_REQUIRED = 1
+# ... and the e2e step runs examples/node on its containerd with the kube
+# tools (hack/e2e/run.sh gets them from hack/kube/install.sh).
+test: export NODEKIT_E2E_KUBE = 1
 test: check network-tools unit e2e kube-e2e
 
 check:

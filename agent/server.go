@@ -40,6 +40,12 @@ type ServerConfig struct {
 // set, every request is authenticated and authorized first.
 func (a *Agent) Handler() http.Handler { return a.server.Handler() }
 
+// ReadOnlyHandler serves the kubelet's read-only port over the agent:
+// /healthz, /pods, /metrics, /stats/summary and /metrics/resource without
+// authentication; see server.Server.ReadOnlyHandler. The agent does not
+// listen for it: serve it with server.NewHTTPServer.
+func (a *Agent) ReadOnlyHandler() http.Handler { return a.server.ReadOnlyHandler() }
+
 // PodByName returns the spec of the pod namespace/name the agent runs
 // (without its status), for the node server's lookups: it copies that
 // pod only, where Pods copies every pod. Safe for concurrent use.

@@ -22,7 +22,8 @@ import (
 type Server struct {
 	cfg     Config
 	h       http.Handler
-	streams streams // the sessions of /exec, /attach and /portForward
+	ro      http.Handler // ReadOnlyHandler's
+	streams streams      // the sessions of /exec, /attach and /portForward
 }
 
 // New builds a Server from cfg. It does no I/O and starts nothing. It
@@ -57,6 +58,21 @@ func New(cfg Config) (*Server, error) {
 		h = s.authFilter(h)
 	}
 	s.h = limitBody(cfg.HTTP.MaxBodyBytes, h)
+
+	// The kubelet's read-only port: what it serves without credentials,
+	// and the debugging paths refused as it refuses them there.
+	ro := http.NewServeMux()
+	ro.HandleFunc("GET /healthz", s.healthz)
+	ro.HandleFunc("GET /pods", s.pods)
+	ro.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}))
+	ro.HandleFunc("GET /stats/summary", s.statsSummary)
+	ro.HandleFunc("GET /metrics/resource", s.metricsResource)
+	for _, p := range []string{"/run/", "/exec/", "/attach/", "/portForward/", "/containerLogs/", "/runningpods/", "/logs/", "/debug/pprof/"} {
+		ro.HandleFunc(p, func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "Debug endpoints are disabled.", http.StatusMethodNotAllowed)
+		})
+	}
+	s.ro = limitBody(cfg.HTTP.MaxBodyBytes, ro)
 	return s, nil
 }
 
@@ -65,6 +81,16 @@ func New(cfg Config) (*Server, error) {
 // /portForward, behind authentication and authorization when configured.
 // A request body over Config.HTTP.MaxBodyBytes is answered 413.
 func (s *Server) Handler() http.Handler { return s.h }
+
+// ReadOnlyHandler returns the handler of the kubelet's read-only port
+// (readOnlyPort): /healthz, /pods, /metrics, /stats/summary and
+// /metrics/resource, to every client, without authentication or
+// authorization even when Config has them. Nothing there changes the node
+// or opens a stream: /run, /exec, /attach, /portForward, /containerLogs,
+// /runningpods/, /logs and /debug/pprof answer 405 "Debug endpoints are
+// disabled.", as the kubelet's do, and /configz is not there (404). Serve it with
+// NewHTTPServer on a listener of its own, plain HTTP.
+func (s *Server) ReadOnlyHandler() http.Handler { return s.ro }
 
 // NewHTTPServer returns an http.Server for h bounded by cfg (zero fields
 // defaulted): timeouts and header size.

@@ -179,3 +179,55 @@ func mustRequest(t *testing.T, path string) *http.Request {
 	t.Helper()
 	return httptest.NewRequest(http.MethodGet, path, nil)
 }
+
+// The read-only handler serves the kubelet's read-only port: /pods,
+// /healthz, /metrics and /stats/summary to a client without credentials
+// although the server authenticates, and refuses the debugging paths
+// (exec, attach, port-forward, run, logs) with 405 as the kubelet does.
+func TestReadOnlyHandler(t *testing.T) {
+	node := newFakeNode()
+	node.addPod("ns", "web", "uid-1")
+	authn, err := server.NewAuthenticator(server.AuthenticatorConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	authz := server.AuthorizerFunc(func(context.Context, server.Attributes) (server.Decision, string, error) {
+		return server.DecisionDeny, "no", nil
+	})
+	srv, err := server.New(server.Config{NodeName: "n", Pods: node, Runtime: node, Authenticator: authn, Authorizer: authz})
+	if err != nil {
+		t.Fatal(err)
+	}
+	main := httptest.NewServer(srv.Handler())
+	defer main.Close()
+	if code, _ := get(t, main.URL+"/pods"); code != http.StatusUnauthorized {
+		t.Fatalf("main handler /pods without credentials: %d, want 401", code)
+	}
+	ts := httptest.NewServer(srv.ReadOnlyHandler())
+	defer ts.Close()
+	code, body := get(t, ts.URL+"/pods")
+	var list v1.PodList
+	if err := json.Unmarshal([]byte(body), &list); code != 200 || err != nil || len(list.Items) != 1 || list.Items[0].Name != "web" {
+		t.Errorf("read-only /pods: %d %q", code, body)
+	}
+	for path, want := range map[string]int{
+		"/healthz": 200, "/metrics": 200,
+		"/stats/summary":            http.StatusServiceUnavailable, // no Config.Stats: served, but nothing to read
+		"/configz":                  http.StatusNotFound,
+		"/exec/ns/web/c?command=sh": http.StatusMethodNotAllowed, "/attach/ns/web/c": http.StatusMethodNotAllowed,
+		"/portForward/ns/web": http.StatusMethodNotAllowed, "/run/ns/web/c": http.StatusMethodNotAllowed,
+		"/containerLogs/ns/web/c": http.StatusMethodNotAllowed, "/runningpods/": http.StatusMethodNotAllowed,
+	} {
+		if code, body := get(t, ts.URL+path); code != want {
+			t.Errorf("read-only %s: %d %q, want %d", path, code, body, want)
+		}
+	}
+	resp, err := http.Post(ts.URL+"/exec/ns/web/c?command=sh", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("read-only POST /exec: %d, want 405", resp.StatusCode)
+	}
+}

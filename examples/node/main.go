@@ -39,6 +39,11 @@
 //	address, port              the node server (package server: /healthz, /pods, /metrics,
 //	                           /containerLogs, /exec...) (0.0.0.0 when it serves
 //	                           HTTPS, else 127.0.0.1; 10250), and the Node's daemon port
+//	readOnlyPort               the kubelet's read-only server (0: none): plain
+//	                           HTTP without authentication on the node server's
+//	                           address, /healthz, /pods, /metrics, /stats/summary
+//	                           and /metrics/resource only (405 for /exec, /attach,
+//	                           /portForward, /run, /containerLogs, /runningpods/)
 //	tlsCertFile, tlsPrivateKeyFile  the server's certificate (with neither, a
 //	                           self-signed one for the node's names, made at start)
 //	authentication.x509.clientCAFile  client certificates
@@ -68,7 +73,7 @@
 // registerWithTaints; the eviction manager's pressure shows in the Node's
 // MemoryPressure, DiskPressure and PIDPressure conditions.
 //
-// Every other field is accepted and ignored: readOnlyPort, healthz*,
+// Every other field is accepted and ignored: healthz*,
 // cgroup and QoS settings, other eviction and image GC fields,
 // featureGates, logging, registerNode (the node always registers),
 // serializeImagePulls and the rest. With a kubeconfig the server is the
@@ -92,6 +97,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -118,6 +124,7 @@ import (
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/runtime/cri/images"
 	"github.com/nodekit/nodekit/runtime/criclient"
+	"github.com/nodekit/nodekit/server"
 )
 
 // Defaults of the command, where they differ from the packages'.
@@ -170,6 +177,7 @@ type settings struct {
 	listen                                string
 	addressSet                            bool // address was configured
 	port                                  int32
+	readOnlyPort                          int32 // 0: no read-only server
 	endpoint, podLogsDir                  string
 	taints                                []v1.Taint
 	maxPods                               int
@@ -232,6 +240,13 @@ func loadConfig(path string) (settings, error) {
 		}
 		s.port = kc.Port
 	}
+	if kc.ReadOnlyPort < 0 || kc.ReadOnlyPort > 65535 {
+		return settings{}, fmt.Errorf("--config %s: readOnlyPort %d is not between 0 (off) and 65535", path, kc.ReadOnlyPort)
+	}
+	if kc.ReadOnlyPort != 0 && kc.ReadOnlyPort == s.port {
+		return settings{}, fmt.Errorf("--config %s: readOnlyPort %d is the port of the node server", path, kc.ReadOnlyPort)
+	}
+	s.readOnlyPort = kc.ReadOnlyPort
 	address := DefaultAddress
 	if kc.Address != "" {
 		if net.ParseIP(kc.Address) == nil {
@@ -399,6 +414,11 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 		// where the kubelet's does: on every address.
 		s.listen = net.JoinHostPort(KubeletDefaultAddress, strconv.Itoa(int(s.port)))
 	}
+	var readOnlyListen string // on the node server's address
+	if s.readOnlyPort > 0 {
+		host, _, _ := net.SplitHostPort(s.listen)
+		readOnlyListen = net.JoinHostPort(host, strconv.Itoa(int(s.readOnlyPort)))
+	}
 	cluster, err := newClusterParts(client, name, s, log)
 	if err != nil {
 		return err
@@ -440,6 +460,13 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	a, err := agent.New(cfg)
 	if err != nil {
 		return err
+	}
+	if readOnlyListen != "" {
+		stopReadOnly, err := serveReadOnly(readOnlyListen, a.ReadOnlyHandler(), log)
+		if err != nil {
+			return err
+		}
+		defer stopReadOnly()
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	if cluster == nil {
@@ -505,6 +532,33 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	}
 	log.Info("stopped; pods are left running in the runtime")
 	return errors.Join(errA, errN)
+}
+
+// serveReadOnly serves h, the read-only port's handler, over plain HTTP
+// on addr until the returned stop is called; stop returns once the
+// server has.
+func serveReadOnly(addr string, h http.Handler, log logr.Logger) (stop func(), err error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("readOnlyPort: %w", err)
+	}
+	srv := server.NewHTTPServer(h, server.HTTPConfig{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error(err, "read-only server stopped", "listen", addr)
+		}
+	}()
+	log.Info("read-only server running", "listen", lis.Addr().String())
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if srv.Shutdown(sctx) != nil {
+			_ = srv.Close()
+		}
+		<-done
+	}, nil
 }
 
 // clusterParts are the parts of a node of a cluster, built on the node's client.

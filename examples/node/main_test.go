@@ -112,6 +112,7 @@ nodeStatusUpdateFrequency: 4s
 nodeLeaseDurationSeconds: 20
 address: 0.0.0.0
 port: 10260
+readOnlyPort: 10265
 containerRuntimeEndpoint: unix:///run/crio/crio.sock
 podLogsDir: /srv/logs
 registerWithTaints: [{key: example.com/edge, effect: NoSchedule}]
@@ -134,7 +135,7 @@ imageMinimumGCAge: 5m
 			t.Fatal(err)
 		}
 		if s.staticPodPath != "/etc/kubernetes/manifests" || s.sync != 30*time.Second || s.statusUpdate != 4*time.Second ||
-			s.report != 4*time.Second || s.leaseDuration != 20*time.Second || s.listen != "0.0.0.0:10260" || s.port != 10260 ||
+			s.report != 4*time.Second || s.leaseDuration != 20*time.Second || s.listen != "0.0.0.0:10260" || s.port != 10260 || s.readOnlyPort != 10265 ||
 			s.endpoint != "unix:///run/crio/crio.sock" || s.podLogsDir != "/srv/logs" || s.maxPods != 30 || s.resolvConf != "-" ||
 			len(s.taints) != 1 || s.taints[0].Key != "example.com/edge" {
 			t.Errorf("loadConfig = %+v", s)
@@ -155,19 +156,26 @@ imageMinimumGCAge: 5m
 		}
 	})
 	for name, doc := range map[string]string{
-		"unknown field":   "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPod: 3\n",
-		"duplicate field": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 3\nmaxPods: 4\n",
-		"wrong kind":      "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n",
-		"no apiVersion":   "kind: KubeletConfiguration\n",
-		"bad quantity":    "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nsystemReserved: {cpu: lots}\n",
-		"bad port":        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: 70000\n",
-		"bad eviction":    "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard: {memory.free: 1Gi}\n",
+		"unknown field":             "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPod: 3\n",
+		"duplicate field":           "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 3\nmaxPods: 4\n",
+		"wrong kind":                "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n",
+		"no apiVersion":             "kind: KubeletConfiguration\n",
+		"bad quantity":              "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nsystemReserved: {cpu: lots}\n",
+		"bad port":                  "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: 70000\n",
+		"bad eviction":              "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard: {memory.free: 1Gi}\n",
+		"bad readOnlyPort":          "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: 65536\n",
+		"negative readOnlyPort":     "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: -1\n",
+		"readOnlyPort same as port": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: 10250\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".yaml")
 			writeFile(t, path, doc)
-			if _, err := loadConfig(path); err == nil || !strings.Contains(err.Error(), path) {
+			_, err := loadConfig(path)
+			if err == nil || !strings.Contains(err.Error(), path) {
 				t.Errorf("loadConfig = %v, want an error naming the file", err)
+			}
+			if strings.Contains(name, "readOnlyPort") && (err == nil || !strings.Contains(err.Error(), "readOnlyPort")) {
+				t.Errorf("loadConfig = %v, want an error naming readOnlyPort", err)
 			}
 		})
 	}
@@ -252,7 +260,7 @@ metadata: {name: static, namespace: kube-system}
 spec:
   containers: [{name: c, image: busybox}]
 `)
-	port := freePort(t)
+	port, readOnlyPort := freePort(t), freePort(t)
 	config := filepath.Join(dir, "config.yaml")
 	writeFile(t, config, fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -264,6 +272,7 @@ nodeStatusReportFrequency: 1m
 nodeLeaseDurationSeconds: 8
 address: 127.0.0.1
 port: %d
+readOnlyPort: %d
 containerRuntimeEndpoint: %s
 podLogsDir: %s
 registerWithTaints: [{key: example.com/edge, effect: NoSchedule}]
@@ -271,7 +280,7 @@ maxPods: 20
 systemReserved: {cpu: 100m}
 kubeReserved: {cpu: 100m}
 resolvConf: ""
-`, manifests, port, endpoint, filepath.Join(dir, "logs")))
+`, manifests, port, readOnlyPort, endpoint, filepath.Join(dir, "logs")))
 
 	var errOut syncBuffer
 	runCtx, cancel := context.WithCancel(ctx)
@@ -434,6 +443,12 @@ resolvConf: ""
 		t.Errorf("/pods without a token: %v, %v; want 401", resp, err)
 	} else {
 		resp.Body.Close()
+	}
+	// The read-only port answers /pods without a token, over plain HTTP.
+	if resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(readOnlyPort) + "/pods"); err != nil {
+		t.Errorf("read-only /pods: %v", err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusOK {
+		t.Errorf("read-only /pods without a token: %d, want 200", resp.StatusCode)
 	}
 	resp, err := get("/healthz", adminToken)
 	if err != nil {

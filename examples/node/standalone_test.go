@@ -41,7 +41,7 @@ metadata: {name: web, namespace: default}
 spec:
   containers: [{name: c, image: busybox}]
 `)
-	port := freePort(t)
+	port, readOnlyPort := freePort(t), freePort(t)
 	config := filepath.Join(dir, "config.yaml")
 	writeFile(t, config, fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -49,10 +49,11 @@ staticPodPath: %s
 fileCheckFrequency: 1s
 address: 127.0.0.1
 port: %d
+readOnlyPort: %d
 containerRuntimeEndpoint: %s
 podLogsDir: %s
 resolvConf: ""
-`, manifests, port, endpoint, filepath.Join(dir, "logs")))
+`, manifests, port, readOnlyPort, endpoint, filepath.Join(dir, "logs")))
 
 	var errOut syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
@@ -88,6 +89,26 @@ resolvConf: ""
 		}
 		return false, fmt.Sprintf("%d pods", len(list.Items))
 	})
+
+	// readOnlyPort: the read-only server answers /pods over plain HTTP
+	// without credentials, and refuses exec there although the node
+	// server (plain HTTP here, for static pods only) serves it.
+	readOnly := fmt.Sprintf("http://127.0.0.1:%d", readOnlyPort)
+	for path, want := range map[string]int{"/pods": 200, "/healthz": 200, "/metrics": 200, "/exec/default/web-edge-2/c?command=true": http.StatusMethodNotAllowed} {
+		resp, err := http.Get(readOnly + path)
+		if err != nil {
+			t.Fatalf("read-only %s: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("read-only %s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+	if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/exec/default/web-edge-2/c?command=true", port)); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode == http.StatusMethodNotAllowed {
+		t.Errorf("node server /exec: 405, want it served there")
+	}
 
 	// Neither an API server nor static pods: nothing to run.
 	noPods := filepath.Join(dir, "nopods.yaml")
