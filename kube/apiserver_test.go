@@ -292,6 +292,15 @@ func TestAgainstAPIServer(t *testing.T) {
 		if _, err := admin.CoreV1().Pods("default").Get(ctx, "finish", metav1.GetOptions{}); err != nil || d.Deleted() != 0 {
 			t.Fatalf("after a mirror pod and another UID: get %v, deleted %d; want the pod still there", err, d.Deleted())
 		}
+		// The object stays until its final status is in the API server.
+		if err := d.PodTerminated(ctx, sourced(deleting)); !errors.Is(err, kube.ErrFinalStatusPending) || d.Deleted() != 0 {
+			t.Fatalf("PodTerminated before the final status = %v, deleted %d; want ErrFinalStatusPending, 0", err, d.Deleted())
+		}
+		final := deleting.DeepCopy()
+		final.Status.Phase = v1.PodFailed
+		if _, err := admin.CoreV1().Pods("default").UpdateStatus(ctx, final, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		if err := d.PodTerminated(ctx, sourced(deleting)); err != nil || d.Deleted() != 1 {
 			t.Fatalf("PodTerminated = %v, deleted %d; want nil, 1", err, d.Deleted())
 		}

@@ -55,6 +55,10 @@ func NewPodDeleter(cfg PodDeleterConfig) (*PodDeleter, error) {
 	return &PodDeleter{cfg: cfg}, nil
 }
 
+// ErrFinalStatusPending is what PodTerminated returns while the API
+// server does not yet hold the pod's final, terminal status.
+var ErrFinalStatusPending = errors.New("the final status is not yet in the API server")
+
 // Deleted returns how many pod objects were deleted. Safe for concurrent
 // use.
 func (d *PodDeleter) Deleted() int64 { return d.deleted.Load() }
@@ -63,8 +67,11 @@ func (d *PodDeleter) Deleted() int64 { return d.deleted.Load() }
 // precondition, when the pod came from the API server, is not a mirror
 // pod and has a deletionTimestamp; any other pod (a static pod, a pod that
 // merely ended in Succeeded or Failed) is left alone and nil returned. A
-// pod already gone, or replaced by one of another UID, is nil too. It
-// blocks for at most one call to the API server and is safe for
+// pod already gone, or replaced by one of another UID, is nil too. The
+// object goes only once the API server holds the pod's final, terminal
+// status, as the kubelet's status manager deletes it; until then it
+// returns ErrFinalStatusPending. It blocks for at most two calls to the
+// API server (a read and the delete) and is safe for
 // concurrent use; the error wraps the API server's (apierrors classifies
 // it), and the agent calls again after it.
 func (d *PodDeleter) PodTerminated(ctx context.Context, pod *v1.Pod) error {
@@ -77,9 +84,30 @@ func (d *PodDeleter) PodTerminated(ctx context.Context, pod *v1.Pod) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()
+	pods := d.cfg.Client.CoreV1().Pods(pod.Namespace)
+	// As the kubelet's status manager, the object goes only once its
+	// final, terminal status is in the API server: a controller watching
+	// the pod (a Job's) must see how it ended. Until the sink has written
+	// it this fails, and the agent calls again after a back-off.
+	cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsForbidden(err):
+		// The Node authorizer refuses to read a pod that is gone as well
+		// as one bound elsewhere; the delete below tells them apart
+		// (NotFound, or Forbidden). A pod bound here is always readable,
+		// so its final status was checked.
+	case err != nil:
+		return fmt.Errorf("kube: get pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	case cur.UID != pod.UID:
+		return nil // the name now holds another pod
+	case cur.Status.Phase != v1.PodSucceeded && cur.Status.Phase != v1.PodFailed:
+		return fmt.Errorf("kube: pod %s/%s: %w (phase %q in the API server)", pod.Namespace, pod.Name, ErrFinalStatusPending, cur.Status.Phase)
+	}
 	zero := int64(0)
 	uid := pod.UID
-	err := d.cfg.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+	err = pods.Delete(ctx, pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: &zero,
 		Preconditions:      &metav1.Preconditions{UID: &uid},
 	})
