@@ -156,23 +156,32 @@ func (r *Runtime) listPods(ctx context.Context, sf *runtimeapi.PodSandboxFilter,
 	if err != nil {
 		return nil, fmt.Errorf("cri: get pods: %w", err)
 	}
-	pods := map[types.UID]*runtime.Pod{}
+	// The pods and their containers are allocated in two blocks, sized
+	// for the worst case (one pod per object), not one by one.
+	n := len(sandboxes) + len(containers)
+	objects := make([]runtime.Container, n)
+	block := make([]runtime.Pod, 0, n)
+	pods := make(map[types.UID]*runtime.Pod, len(sandboxes))
 	pod := func(l []string) *runtime.Pod {
 		uid := types.UID(l[0])
 		p := pods[uid]
 		if p == nil {
-			p = &runtime.Pod{ID: uid, Name: l[1], Namespace: l[2]}
+			block = append(block, runtime.Pod{ID: uid, Name: l[1], Namespace: l[2]})
+			p = &block[len(block)-1]
 			pods[uid] = p
 		}
 		return p
 	}
 	for i := range sandboxes {
 		s := &sandboxes[i]
+		if len(s.Labels) != len(r.sandboxKeys.Labels) {
+			return nil, fmt.Errorf("cri: get pods: sandbox %s: %d label values for %d keys: %w", s.ID, len(s.Labels), len(r.sandboxKeys.Labels), runtime.ErrInvalidResponse)
+		}
 		if s.Labels[0] == "" {
 			continue
 		}
-		c, err := criclient.FromBriefSandbox(typ, s)
-		if err != nil {
+		c := &objects[i]
+		if err := criclient.FromBriefSandbox(typ, s, c); err != nil {
 			return nil, err
 		}
 		p := pod(s.Labels)
@@ -183,11 +192,15 @@ func (r *Runtime) listPods(ctx context.Context, sf *runtimeapi.PodSandboxFilter,
 	}
 	for i := range containers {
 		s := &containers[i]
+		if len(s.Labels) != len(r.containerKeys.Labels) || len(s.Annotations) != len(r.containerKeys.Annotations) {
+			return nil, fmt.Errorf("cri: get pods: container %s: %d label and %d annotation values for %d and %d keys: %w",
+				s.ID, len(s.Labels), len(s.Annotations), len(r.containerKeys.Labels), len(r.containerKeys.Annotations), runtime.ErrInvalidResponse)
+		}
 		if s.Labels[0] == "" {
 			continue
 		}
-		c, err := criclient.FromBriefContainer(typ, s)
-		if err != nil {
+		c := &objects[len(sandboxes)+i]
+		if err := criclient.FromBriefContainer(typ, s, c); err != nil {
 			return nil, err
 		}
 		c.Hash, _ = strconv.ParseUint(s.Annotations[0], 16, 64)

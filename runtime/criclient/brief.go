@@ -3,6 +3,7 @@ package criclient
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
@@ -152,17 +153,10 @@ func pick(m map[string]string, keys []string) []string {
 	return out
 }
 
-// FromBriefSandbox converts a sandbox listed in brief as FromSandbox
-// converts the full one, with the same checks and errors.
-func FromBriefSandbox(typ string, s *BriefSandbox) (*runtime.Container, error) {
-	c := &runtime.Container{}
-	if err := fromBriefSandbox(typ, s, c); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-func fromBriefSandbox(typ string, s *BriefSandbox, out *runtime.Container) error {
+// FromBriefSandbox converts a sandbox listed in brief into *out as
+// FromSandbox converts the full one, with the same checks and errors; out
+// is left alone on error.
+func FromBriefSandbox(typ string, s *BriefSandbox, out *runtime.Container) error {
 	if s.ID == "" {
 		return invalid("sandbox", "?", "no ID")
 	}
@@ -186,18 +180,10 @@ func fromBriefSandbox(typ string, s *BriefSandbox, out *runtime.Container) error
 	return nil
 }
 
-// FromBriefContainer converts a container listed in brief as
-// FromContainer converts the full one, with the same checks and errors.
-// Hash is left zero.
-func FromBriefContainer(typ string, c *BriefContainer) (*runtime.Container, error) {
-	out := &runtime.Container{}
-	if err := fromBriefContainer(typ, c, out); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func fromBriefContainer(typ string, c *BriefContainer, out *runtime.Container) error {
+// FromBriefContainer converts a container listed in brief into *out as
+// FromContainer converts the full one, with the same checks and errors;
+// out is left alone on error. Hash is left zero.
+func FromBriefContainer(typ string, c *BriefContainer, out *runtime.Container) error {
 	if c.ID == "" {
 		return invalid("container", "?", "no ID")
 	}
@@ -226,7 +212,7 @@ func fromBriefContainer(typ string, c *BriefContainer, out *runtime.Container) e
 func (c *Client) ListPodSandboxBrief(ctx context.Context, f *runtimeapi.PodSandboxFilter, keys ListKeys) ([]BriefSandbox, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	d := &briefDecoder[BriefSandbox]{decode: func(b []byte) ([]BriefSandbox, error) { return DecodeListPodSandboxBrief(b, keys) }}
+	d := &briefDecoder[BriefSandbox]{scratch: &c.scratch, decode: func(b []byte) ([]BriefSandbox, error) { return DecodeListPodSandboxBrief(b, keys) }}
 	if err := c.conn.Invoke(ctx, runtimeapi.RuntimeService_ListPodSandbox_FullMethodName, &runtimeapi.ListPodSandboxRequest{Filter: f}, d, grpc.ForceCodecV2(briefCodec{})); err != nil {
 		return nil, Wrap("ListPodSandbox", "", err)
 	}
@@ -240,7 +226,7 @@ func (c *Client) ListPodSandboxBrief(ctx context.Context, f *runtimeapi.PodSandb
 func (c *Client) ListContainersBrief(ctx context.Context, f *runtimeapi.ContainerFilter, keys ListKeys) ([]BriefContainer, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	d := &briefDecoder[BriefContainer]{decode: func(b []byte) ([]BriefContainer, error) { return DecodeListContainersBrief(b, keys) }}
+	d := &briefDecoder[BriefContainer]{scratch: &c.scratch, decode: func(b []byte) ([]BriefContainer, error) { return DecodeListContainersBrief(b, keys) }}
 	if err := c.conn.Invoke(ctx, runtimeapi.RuntimeService_ListContainers_FullMethodName, &runtimeapi.ListContainersRequest{Filter: f}, d, grpc.ForceCodecV2(briefCodec{})); err != nil {
 		return nil, Wrap("ListContainers", "", err)
 	}
@@ -253,12 +239,61 @@ func (c *Client) ListContainersBrief(ctx context.Context, f *runtimeapi.Containe
 // briefDecoder receives one response. Its decode error is kept apart
 // from gRPC's, which would flatten it into a status message.
 type briefDecoder[T any] struct {
-	decode func([]byte) ([]T, error)
-	items  []T
-	err    error
+	scratch *scratch
+	decode  func([]byte) ([]T, error)
+	items   []T
+	err     error
 }
 
-func (d *briefDecoder[T]) unmarshal(b []byte) { d.items, d.err = d.decode(b) }
+// unmarshal decodes the response, in place when gRPC received it in one
+// piece, else from a copy in the scratch buffer (the decoded values copy
+// what they keep, so the buffer is free again once decode returns).
+func (d *briefDecoder[T]) unmarshal(data mem.BufferSlice) {
+	if len(data) == 1 {
+		d.items, d.err = d.decode(data[0].ReadOnlyData())
+		return
+	}
+	b := d.scratch.get(data.Len())
+	data.CopyTo(b)
+	d.items, d.err = d.decode(b)
+	d.scratch.put(b)
+}
+
+// maxScratch bounds the buffer a Client keeps between brief lists: a
+// list of a few thousand containers; a larger response is copied into a
+// buffer of its own.
+const maxScratch = 4 << 20
+
+// scratch is a Client's buffer for a brief list's response that gRPC
+// received in several pieces (one per HTTP/2 data frame). Reusing it
+// spares a fresh, zeroed buffer per list. The zero value is ready; safe
+// for concurrent use (a list that finds it taken makes its own).
+type scratch struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (s *scratch) get(n int) []byte {
+	s.mu.Lock()
+	b := s.buf
+	s.buf = nil
+	s.mu.Unlock()
+	if cap(b) < n {
+		return make([]byte, n)
+	}
+	return b[:n]
+}
+
+func (s *scratch) put(b []byte) {
+	if cap(b) > maxScratch {
+		return
+	}
+	s.mu.Lock()
+	if cap(b) > cap(s.buf) {
+		s.buf = b
+	}
+	s.mu.Unlock()
+}
 
 // briefCodec marshals requests as gRPC's proto codec does and hands the
 // bytes of a response to a *briefDecoder, which decodes them before the
@@ -278,17 +313,11 @@ func (briefCodec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 func (briefCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	d, ok := v.(interface{ unmarshal([]byte) })
+	d, ok := v.(interface{ unmarshal(mem.BufferSlice) })
 	if !ok {
 		return fmt.Errorf("criclient: cannot unmarshal into %T", v)
 	}
-	if len(data) == 1 {
-		d.unmarshal(data[0].ReadOnlyData())
-		return nil
-	}
-	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
-	defer buf.Free()
-	d.unmarshal(buf.ReadOnlyData())
+	d.unmarshal(data)
 	return nil
 }
 

@@ -61,6 +61,8 @@ type Client struct {
 	is       runtimeapi.ImageServiceClient
 	cfg      dialConfig
 	version  *runtimeapi.VersionResponse
+	// scratch is reused by the brief lists (see BriefLister).
+	scratch scratch
 }
 
 var (
