@@ -6,11 +6,13 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	v1 "k8s.io/api/core/v1"
@@ -185,3 +187,49 @@ func BenchmarkGetPods(b *testing.B) {
 		})
 	}
 }
+
+// TestGetPodsOverGRPCMatchesInProcess: GetPods through a criclient.Client
+// (the brief lists, decoded from the wire) and through the same fakecri
+// in process (the full lists) give the same pods, containers, states,
+// hashes and images, for all pods and for running ones.
+func TestGetPodsOverGRPCMatchesInProcess(t *testing.T) {
+	ctx := context.Background()
+	rt, client := servedRuntime(t, 5)
+	exited := staticPod(9)
+	exited.Spec.RestartPolicy = v1.RestartPolicyNever
+	withEnv(&exited.Spec.Containers[0], fakecri.EnvExitCode, "3")
+	if err := rt.SyncPod(ctx, exited, nil).Error(); err != nil {
+		t.Fatal(err)
+	}
+	// A sandbox no agent made is left out either way.
+	if _, err := client.RunPodSandbox(ctx, &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "other", Namespace: "x", Uid: "x"}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	full, err := cri.New(cri.Config{RuntimeService: fullLists{client}, ImageService: client, PodLogsDir: t.TempDir(), PodsDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, all := range []bool{true, false} {
+		brief, err := rt.GetPods(ctx, all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := full.GetPods(ctx, all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want) != 6 {
+			t.Fatalf("GetPods(%v): %d pods, want 6", all, len(want))
+		}
+		if diff := cmp.Diff(want, brief); diff != "" {
+			t.Errorf("GetPods(%v) over the brief lists (-full +brief):\n%s", all, diff)
+		}
+		if h := brief[0].Containers[0].Hash; h == 0 {
+			t.Errorf("GetPods(%v): container hash not read", all)
+		}
+	}
+}
+
+// fullLists hides the brief lists of a Client, so that Runtime takes the
+// full path.
+type fullLists struct{ criapi.RuntimeService }
