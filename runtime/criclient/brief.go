@@ -212,7 +212,14 @@ func FromBriefContainer(typ string, c *BriefContainer, out *runtime.Container) e
 func (c *Client) ListPodSandboxBrief(ctx context.Context, f *runtimeapi.PodSandboxFilter, keys ListKeys) ([]BriefSandbox, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	d := &briefDecoder[BriefSandbox]{scratch: &c.scratch, decode: func(b []byte) ([]BriefSandbox, error) { return DecodeListPodSandboxBrief(b, keys) }}
+	d := &briefDecoder[BriefSandbox]{scratch: &c.scratch, decode: func(b []byte) ([]BriefSandbox, error) {
+		if !c.sandboxStrings.mu.TryLock() {
+			return decodeList(b, keys, nil, decodeSandbox)
+		}
+		defer c.sandboxStrings.mu.Unlock()
+		defer c.sandboxStrings.in.done()
+		return decodeList(b, keys, &c.sandboxStrings.in, decodeSandbox)
+	}}
 	if err := c.conn.Invoke(ctx, runtimeapi.RuntimeService_ListPodSandbox_FullMethodName, &runtimeapi.ListPodSandboxRequest{Filter: f}, d, grpc.ForceCodecV2(briefCodec{})); err != nil {
 		return nil, Wrap("ListPodSandbox", "", err)
 	}
@@ -226,7 +233,14 @@ func (c *Client) ListPodSandboxBrief(ctx context.Context, f *runtimeapi.PodSandb
 func (c *Client) ListContainersBrief(ctx context.Context, f *runtimeapi.ContainerFilter, keys ListKeys) ([]BriefContainer, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	d := &briefDecoder[BriefContainer]{scratch: &c.scratch, decode: func(b []byte) ([]BriefContainer, error) { return DecodeListContainersBrief(b, keys) }}
+	d := &briefDecoder[BriefContainer]{scratch: &c.scratch, decode: func(b []byte) ([]BriefContainer, error) {
+		if !c.containerStrings.mu.TryLock() {
+			return decodeList(b, keys, nil, decodeContainer)
+		}
+		defer c.containerStrings.mu.Unlock()
+		defer c.containerStrings.in.done()
+		return decodeList(b, keys, &c.containerStrings.in, decodeContainer)
+	}}
 	if err := c.conn.Invoke(ctx, runtimeapi.RuntimeService_ListContainers_FullMethodName, &runtimeapi.ListContainersRequest{Filter: f}, d, grpc.ForceCodecV2(briefCodec{})); err != nil {
 		return nil, Wrap("ListContainers", "", err)
 	}
@@ -257,6 +271,13 @@ func (d *briefDecoder[T]) unmarshal(data mem.BufferSlice) {
 	data.CopyTo(b)
 	d.items, d.err = d.decode(b)
 	d.scratch.put(b)
+}
+
+// lockedInterner is an interner for one kind of list; a list that finds
+// it taken allocates its strings.
+type lockedInterner struct {
+	mu sync.Mutex
+	in interner
 }
 
 // maxScratch bounds the buffer a Client keeps between brief lists: a

@@ -26,13 +26,13 @@ import (
 // annotations keys names. The error names the item and field that could
 // not be decoded and matches runtime.ErrInvalidResponse.
 func DecodeListPodSandboxBrief(b []byte, keys ListKeys) ([]BriefSandbox, error) {
-	return decodeList(b, keys, decodeSandbox)
+	return decodeList(b, keys, nil, decodeSandbox)
 }
 
 // DecodeListContainersBrief decodes a ListContainersResponse from its wire
 // bytes into BriefContainer values (see DecodeListPodSandboxBrief).
 func DecodeListContainersBrief(b []byte, keys ListKeys) ([]BriefContainer, error) {
-	return decodeList(b, keys, decodeContainer)
+	return decodeList(b, keys, nil, decodeContainer)
 }
 
 // undecodable is the error for a part of a response that is not valid
@@ -54,7 +54,7 @@ func tag(b []byte) (protowire.Number, protowire.Type, int) {
 // decodeList decodes a message whose field 1 is the repeated item (both
 // list responses have this shape). It counts the items first, so the
 // items and the values of their kept keys take one allocation each.
-func decodeList[T any](b []byte, keys ListKeys, item func(b []byte, it *T, keys ListKeys, labels, annotations []string) error) ([]T, error) {
+func decodeList[T any](b []byte, keys ListKeys, in *interner, item func(b []byte, it *T, in *interner, keys ListKeys, labels, annotations []string) error) ([]T, error) {
 	count := 0
 	for rest := b; len(rest) > 0; {
 		num, typ, n := tag(rest)
@@ -95,7 +95,7 @@ func decodeList[T any](b []byte, keys ListKeys, item func(b []byte, it *T, keys 
 		if na > 0 {
 			annotations = vals[i*k+nl : (i+1)*k : (i+1)*k]
 		}
-		if err := item(v, &items[i], keys, labels, annotations); err != nil {
+		if err := item(v, &items[i], in, keys, labels, annotations); err != nil {
 			return nil, fmt.Errorf("undecodable response: item %d: %w", i, err)
 		}
 		i++
@@ -109,7 +109,7 @@ func fieldError(name string, problem string) error {
 }
 
 // str reads a string field's value.
-func str(b []byte, name string) (string, int, error) {
+func str(in *interner, b []byte, name string) (string, int, error) {
 	v, n := protowire.ConsumeBytes(b)
 	if n < 0 {
 		return "", n, fieldError(name, "truncated")
@@ -117,7 +117,7 @@ func str(b []byte, name string) (string, int, error) {
 	if !utf8.Valid(v) {
 		return "", n, fieldError(name, "not UTF-8")
 	}
-	return string(v), n, nil
+	return in.str(v), n, nil
 }
 
 // skip steps over a field the item does not keep.
@@ -155,19 +155,19 @@ func walk(b []byte, f func(num protowire.Number, typ protowire.Type, b []byte) (
 	return nil
 }
 
-func decodeSandbox(b []byte, s *BriefSandbox, keys ListKeys, labels, annotations []string) error {
+func decodeSandbox(b []byte, s *BriefSandbox, in *interner, keys ListKeys, labels, annotations []string) error {
 	s.Labels, s.Annotations = labels, annotations
 	return walk(b, func(num protowire.Number, typ protowire.Type, b []byte) (n int, err error) {
 		const bytes, vint = protowire.BytesType, protowire.VarintType
 		switch {
 		case num == 1 && typ == bytes:
-			s.ID, n, err = str(b, "id")
+			s.ID, n, err = str(in, b, "id")
 		case num == 2 && typ == bytes:
 			s.HasMetadata = true
 			n, err = message(b, "metadata", func(num protowire.Number, typ protowire.Type, b []byte) (n int, err error) {
 				switch {
 				case num == 1 && typ == bytes:
-					s.Name, n, err = str(b, "name")
+					s.Name, n, err = str(in, b, "name")
 				case num == 4 && typ == vint:
 					var v uint64
 					v, n, err = varint(b, "attempt")
@@ -186,9 +186,9 @@ func decodeSandbox(b []byte, s *BriefSandbox, keys ListKeys, labels, annotations
 			v, n, err = varint(b, "created_at")
 			s.CreatedAt = int64(v)
 		case num == 5 && typ == bytes:
-			n, err = mapEntry(b, "labels", keys.Labels, labels)
+			n, err = mapEntry(in, b, "labels", keys.Labels, labels)
 		case num == 6 && typ == bytes:
-			n, err = mapEntry(b, "annotations", keys.Annotations, annotations)
+			n, err = mapEntry(in, b, "annotations", keys.Annotations, annotations)
 		default:
 			n, err = skip(num, typ, b)
 		}
@@ -196,21 +196,21 @@ func decodeSandbox(b []byte, s *BriefSandbox, keys ListKeys, labels, annotations
 	})
 }
 
-func decodeContainer(b []byte, c *BriefContainer, keys ListKeys, labels, annotations []string) error {
+func decodeContainer(b []byte, c *BriefContainer, in *interner, keys ListKeys, labels, annotations []string) error {
 	c.Labels, c.Annotations = labels, annotations
 	return walk(b, func(num protowire.Number, typ protowire.Type, b []byte) (n int, err error) {
 		const bytes, vint = protowire.BytesType, protowire.VarintType
 		switch {
 		case num == 1 && typ == bytes:
-			c.ID, n, err = str(b, "id")
+			c.ID, n, err = str(in, b, "id")
 		case num == 2 && typ == bytes:
-			c.PodSandboxID, n, err = str(b, "pod_sandbox_id")
+			c.PodSandboxID, n, err = str(in, b, "pod_sandbox_id")
 		case num == 3 && typ == bytes:
 			c.HasMetadata = true
 			n, err = message(b, "metadata", func(num protowire.Number, typ protowire.Type, b []byte) (n int, err error) {
 				switch {
 				case num == 1 && typ == bytes:
-					c.Name, n, err = str(b, "name")
+					c.Name, n, err = str(in, b, "name")
 				case num == 2 && typ == vint:
 					var v uint64
 					v, n, err = varint(b, "attempt")
@@ -223,13 +223,13 @@ func decodeContainer(b []byte, c *BriefContainer, keys ListKeys, labels, annotat
 		case num == 4 && typ == bytes:
 			n, err = message(b, "image", func(num protowire.Number, typ protowire.Type, b []byte) (n int, err error) {
 				if num == 1 && typ == bytes {
-					c.Image, n, err = str(b, "image")
+					c.Image, n, err = str(in, b, "image")
 					return n, err
 				}
 				return skip(num, typ, b)
 			})
 		case num == 5 && typ == bytes:
-			c.ImageRef, n, err = str(b, "image_ref")
+			c.ImageRef, n, err = str(in, b, "image_ref")
 		case num == 6 && typ == vint:
 			var v uint64
 			v, n, err = varint(b, "state")
@@ -239,9 +239,9 @@ func decodeContainer(b []byte, c *BriefContainer, keys ListKeys, labels, annotat
 			v, n, err = varint(b, "created_at")
 			c.CreatedAt = int64(v)
 		case num == 8 && typ == bytes:
-			n, err = mapEntry(b, "labels", keys.Labels, labels)
+			n, err = mapEntry(in, b, "labels", keys.Labels, labels)
 		case num == 9 && typ == bytes:
-			n, err = mapEntry(b, "annotations", keys.Annotations, annotations)
+			n, err = mapEntry(in, b, "annotations", keys.Annotations, annotations)
 		default:
 			n, err = skip(num, typ, b)
 		}
@@ -264,7 +264,7 @@ func message(b []byte, name string, f func(num protowire.Number, typ protowire.T
 // mapEntry reads one entry of a map<string, string> field and stores its
 // value in vals[i] when its key is keys[i]. A later entry with the same
 // key replaces an earlier one, as in the decoded map.
-func mapEntry(b []byte, name string, keys, vals []string) (int, error) {
+func mapEntry(in *interner, b []byte, name string, keys, vals []string) (int, error) {
 	v, n := protowire.ConsumeBytes(b)
 	if n < 0 {
 		return n, fieldError(name, "truncated entry")
@@ -294,7 +294,44 @@ func mapEntry(b []byte, name string, keys, vals []string) (int, error) {
 		if !utf8.Valid(val) {
 			return n, fieldError(name+" "+k, "not UTF-8")
 		}
-		vals[i] = string(val)
+		vals[i] = in.str(val)
 	}
 	return n, nil
+}
+
+// interner hands out the strings of earlier lists again instead of
+// allocating new ones: a relist of unchanged pods reads the same IDs,
+// names and label values every time. It keeps what it has seen until it
+// holds four times more strings than the last list used, then starts
+// afresh, so it never holds more than a few lists' worth. A nil
+// *interner allocates every string. Not safe for concurrent use: a
+// Client guards each of its interners with a mutex.
+type interner struct {
+	seen       map[string]string
+	used, miss int
+}
+
+func (in *interner) str(b []byte) string {
+	if in == nil || len(b) == 0 {
+		return string(b)
+	}
+	in.used++
+	if s, ok := in.seen[string(b)]; ok {
+		return s
+	}
+	in.miss++
+	s := string(b)
+	if in.seen == nil {
+		in.seen = map[string]string{}
+	}
+	in.seen[s] = s
+	return s
+}
+
+// done ends one list's decoding.
+func (in *interner) done() {
+	if in.miss > 0 && len(in.seen) > 4*in.used+64 {
+		clear(in.seen)
+	}
+	in.used, in.miss = 0, 0
 }

@@ -61,8 +61,10 @@ type Client struct {
 	is       runtimeapi.ImageServiceClient
 	cfg      dialConfig
 	version  *runtimeapi.VersionResponse
-	// scratch is reused by the brief lists (see BriefLister).
-	scratch scratch
+	// scratch and the interners are reused by the brief lists (see
+	// BriefLister).
+	scratch                          scratch
+	sandboxStrings, containerStrings lockedInterner
 }
 
 var (
