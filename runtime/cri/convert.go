@@ -9,17 +9,6 @@ import (
 	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
-// fromContainer converts a listed container, reading the kubelet's hash
-// from its annotations.
-func fromContainer(typ string, c *runtimeapi.Container) (*runtime.Container, error) {
-	out, err := criclient.FromContainer(typ, c)
-	if err != nil {
-		return nil, err
-	}
-	out.Hash = parseHash(c.GetAnnotations())
-	return out, nil
-}
-
 // fromContainerStatus converts a container status, reading the kubelet's
 // hash and restart count from its annotations.
 func fromContainerStatus(typ string, s *runtimeapi.ContainerStatus, sandboxID string) (*runtime.ContainerStatus, error) {

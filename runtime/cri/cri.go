@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -36,6 +37,10 @@ type Runtime struct {
 	hashes       *hashCache
 	// hookTransport serves every HTTP lifecycle hook.
 	hookTransport *http.Transport
+	// sandboxKeys and containerKeys are the labels and annotations
+	// listPods reads: the pod UID, name and namespace labels, in that
+	// order, and the container hash annotation.
+	sandboxKeys, containerKeys criclient.ListKeys
 
 	// mu guards typ.
 	mu  sync.Mutex
@@ -77,6 +82,11 @@ func New(cfg Config) (*Runtime, error) {
 		images:        im,
 		hashes:        newHashCache(),
 		hookTransport: httpget.NewTransport(),
+		sandboxKeys:   criclient.ListKeys{Labels: []string{LabelPodUID, LabelPodName, LabelPodNamespace}},
+		containerKeys: criclient.ListKeys{
+			Labels:      []string{LabelPodUID, LabelPodName, LabelPodNamespace},
+			Annotations: []string{AnnotationContainerHash},
+		},
 	}, nil
 }
 
@@ -129,53 +139,72 @@ func (r *Runtime) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
 }
 
 // listPods groups the sandboxes and containers the filters select by
-// their pod UID label.
+// their pod UID label. It lists in brief (criclient.ListPodSandboxBrief),
+// so that a relist decodes no label or annotation map: a *criclient.Client
+// decodes only the three pod labels and the container hash from the
+// wire; another RuntimeService is listed in full and projected.
 func (r *Runtime) listPods(ctx context.Context, sf *runtimeapi.PodSandboxFilter, cf *runtimeapi.ContainerFilter) ([]*runtime.Pod, error) {
 	typ, err := r.runtimeType(ctx)
 	if err != nil {
 		return nil, err
 	}
-	sandboxes, err := r.rs.ListPodSandbox(ctx, sf)
+	sandboxes, err := criclient.ListPodSandboxBrief(ctx, r.rs, sf, r.sandboxKeys)
 	if err != nil {
-		return nil, fmt.Errorf("cri: get pods: %w", criclient.Wrap("ListPodSandbox", "", err))
+		return nil, fmt.Errorf("cri: get pods: %w", err)
 	}
-	containers, err := r.rs.ListContainers(ctx, cf)
+	containers, err := criclient.ListContainersBrief(ctx, r.rs, cf, r.containerKeys)
 	if err != nil {
-		return nil, fmt.Errorf("cri: get pods: %w", criclient.Wrap("ListContainers", "", err))
+		return nil, fmt.Errorf("cri: get pods: %w", err)
 	}
-	pods := map[types.UID]*runtime.Pod{}
-	pod := func(l map[string]string) *runtime.Pod {
-		uid := types.UID(l[LabelPodUID])
+	// The pods and their containers are allocated in two blocks, sized
+	// for the worst case (one pod per object), not one by one.
+	n := len(sandboxes) + len(containers)
+	objects := make([]runtime.Container, n)
+	block := make([]runtime.Pod, 0, n)
+	pods := make(map[types.UID]*runtime.Pod, len(sandboxes))
+	pod := func(l []string) *runtime.Pod {
+		uid := types.UID(l[0])
 		p := pods[uid]
 		if p == nil {
-			p = &runtime.Pod{ID: uid, Name: l[LabelPodName], Namespace: l[LabelPodNamespace]}
+			block = append(block, runtime.Pod{ID: uid, Name: l[1], Namespace: l[2]})
+			p = &block[len(block)-1]
 			pods[uid] = p
 		}
 		return p
 	}
-	for _, s := range sandboxes {
-		if s.GetLabels()[LabelPodUID] == "" {
+	for i := range sandboxes {
+		s := &sandboxes[i]
+		if len(s.Labels) != len(r.sandboxKeys.Labels) {
+			return nil, fmt.Errorf("cri: get pods: sandbox %s: %d label values for %d keys: %w", s.ID, len(s.Labels), len(r.sandboxKeys.Labels), runtime.ErrInvalidResponse)
+		}
+		if s.Labels[0] == "" {
 			continue
 		}
-		c, err := criclient.FromSandbox(typ, s)
-		if err != nil {
+		c := &objects[i]
+		if err := criclient.FromBriefSandbox(typ, s, c); err != nil {
 			return nil, err
 		}
-		p := pod(s.GetLabels())
+		p := pod(s.Labels)
 		p.Sandboxes = append(p.Sandboxes, c)
 		if c.CreatedAt.After(p.CreatedAt) {
 			p.CreatedAt = c.CreatedAt
 		}
 	}
-	for _, s := range containers {
-		if s.GetLabels()[LabelPodUID] == "" {
+	for i := range containers {
+		s := &containers[i]
+		if len(s.Labels) != len(r.containerKeys.Labels) || len(s.Annotations) != len(r.containerKeys.Annotations) {
+			return nil, fmt.Errorf("cri: get pods: container %s: %d label and %d annotation values for %d and %d keys: %w",
+				s.ID, len(s.Labels), len(s.Annotations), len(r.containerKeys.Labels), len(r.containerKeys.Annotations), runtime.ErrInvalidResponse)
+		}
+		if s.Labels[0] == "" {
 			continue
 		}
-		c, err := fromContainer(typ, s)
-		if err != nil {
+		c := &objects[len(sandboxes)+i]
+		if err := criclient.FromBriefContainer(typ, s, c); err != nil {
 			return nil, err
 		}
-		p := pod(s.GetLabels())
+		c.Hash, _ = strconv.ParseUint(s.Annotations[0], 16, 64)
+		p := pod(s.Labels)
 		p.Containers = append(p.Containers, c)
 	}
 	out := make([]*runtime.Pod, 0, len(pods))

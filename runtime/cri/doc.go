@@ -106,6 +106,23 @@
 // node each (BenchmarkKillPodLookup: at 1000 pods on fakecri, 73
 // allocations where listing the node took 22,000).
 //
+// GetPods (the generic PLEG's relist, every second) lists in brief: it
+// needs of each sandbox and container only its IDs, state, creation time,
+// name, image, the pod UID, name and namespace labels and the container
+// hash annotation, so it asks for those with criclient.ListKeys. A
+// *criclient.Client decodes just them from the wire and skips every other
+// label and annotation undecoded (criclient.BriefLister); any other
+// RuntimeService is listed in full and projected, with the same result
+// (TestGetPodsOverGRPCMatchesInProcess). The pods and their containers
+// are allocated in two blocks, and the Client hands out again the
+// strings it decoded in earlier lists. BenchmarkGetPods, the agent's side
+// of the two list calls against canned fakecri answers over a unix
+// socket, at 100 static pods: 556 allocations and 119 kB a relist, where
+// the full decode took 12,765 and 575 kB (1000 pods: 2,440 and 1.0 MB,
+// from 124,400 and 5 MB):
+//
+//	go test -run '^$' -bench 'GetPods$' -benchmem ./runtime/cri/
+//
 // GetPodStatus reports every sandbox and container instance newest first,
 // with the runtime's exit reasons (Completed, Error, OOMKilled, and
 // containerd's StartError where dockershim used to say

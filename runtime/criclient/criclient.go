@@ -61,6 +61,10 @@ type Client struct {
 	is       runtimeapi.ImageServiceClient
 	cfg      dialConfig
 	version  *runtimeapi.VersionResponse
+	// scratch and the interners are reused by the brief lists (see
+	// BriefLister).
+	scratch                          scratch
+	sandboxStrings, containerStrings lockedInterner
 }
 
 var (
