@@ -59,6 +59,7 @@ func (r *Runtime) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 			CgroupParent: r.cgroupParent(pod),
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 				NamespaceOptions: namespaceOptions(pod),
+				Privileged:       hasPrivilegedContainer(pod),
 			},
 		},
 	}
@@ -106,6 +107,32 @@ func (r *Runtime) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 		}
 	}
 	return cfg, nil
+}
+
+// hasPrivilegedContainer reports whether any container of the pod (init,
+// regular or ephemeral) asks to be privileged. The kubelet then marks the
+// whole sandbox privileged: runtimes such as containerd refuse a
+// privileged container in a sandbox that is not.
+func hasPrivilegedContainer(pod *v1.Pod) bool {
+	priv := func(sc *v1.SecurityContext) bool {
+		return sc != nil && sc.Privileged != nil && *sc.Privileged
+	}
+	for i := range pod.Spec.InitContainers {
+		if priv(pod.Spec.InitContainers[i].SecurityContext) {
+			return true
+		}
+	}
+	for i := range pod.Spec.Containers {
+		if priv(pod.Spec.Containers[i].SecurityContext) {
+			return true
+		}
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		if priv(pod.Spec.EphemeralContainers[i].SecurityContext) {
+			return true
+		}
+	}
+	return false
 }
 
 // maxHostnameLen is the longest hostname the kernel accepts: the

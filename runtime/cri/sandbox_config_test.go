@@ -61,3 +61,35 @@ func TestSandboxHostnameThatCutsToNothingIsAnError(t *testing.T) {
 		t.Fatalf("SyncPod error %v, want one naming the pod and spec.hostnameOverride", err)
 	}
 }
+
+func TestSandboxIsPrivilegedWhenAnyContainerIs(t *testing.T) {
+	privileged := &v1.SecurityContext{Privileged: ptr.To(true)}
+	for _, tc := range []struct {
+		name string
+		edit func(*v1.Pod)
+		want bool
+	}{
+		{"no security context", func(p *v1.Pod) {}, false},
+		{"privileged false", func(p *v1.Pod) {
+			p.Spec.Containers[0].SecurityContext = &v1.SecurityContext{Privileged: ptr.To(false)}
+		}, false},
+		{"regular container", func(p *v1.Pod) { p.Spec.Containers[1].SecurityContext = privileged }, true},
+		{"init container", func(p *v1.Pod) { p.Spec.InitContainers[0].SecurityContext = privileged }, true},
+		{"ephemeral container", func(p *v1.Pod) {
+			p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{
+				Name: "debug", Image: "busybox:1.36", SecurityContext: privileged,
+			}}}
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, fakecri.Config{})
+			pod := testPod(v1.RestartPolicyAlways, []string{"init"}, "app", "side")
+			withEnv(&pod.Spec.InitContainers[0], fakecri.EnvExitCode, "0")
+			tc.edit(pod)
+			h.sync(pod)
+			if got := h.lastSandbox().GetLinux().GetSecurityContext().GetPrivileged(); got != tc.want {
+				t.Errorf("sandbox privileged = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
