@@ -387,3 +387,32 @@ func TestPanickingProberDoesNotStopTheWorker(t *testing.T) {
 		t.Fatalf("%+v after %d probes, want success on the third, after two panics", u, e.calls())
 	}
 }
+
+func TestWarningCountsAsSuccessWithAProbeWarningEvent(t *testing.T) {
+	e := newEnv(t)
+	e.w.running("fake://a", t0)
+	e.w.script(probes.Warning)
+	e.m.AddPod(pod(map[probes.Type]*v1.Probe{probes.Liveness: probe(10, 1, 1, 0)}))
+	if u := e.next(10 * time.Second); u.Result != probes.Success {
+		t.Fatalf("liveness starts as %v, want success", u.Result)
+	}
+	for i := 0; i < 3; i++ {
+		e.clock.Step(10 * time.Second)
+		e.settle()
+	}
+	if got := e.m.Liveness("fake://a"); got != probes.Success {
+		t.Errorf("liveness after %d warnings: %v, want success (no restart)", e.calls(), got)
+	}
+	e.w.mu.Lock()
+	events := strings.Join(e.w.events, "\n")
+	e.w.mu.Unlock()
+	if !strings.Contains(events, "ProbeWarning: container c: Liveness probe warning: scripted warning") {
+		t.Errorf("events %q, want a ProbeWarning with the probe's output", events)
+	}
+	if strings.Contains(events, "Unhealthy") {
+		t.Errorf("events %q: a warning is not a failure", events)
+	}
+	if got := testutil.ToFloat64(counterOf(t, e.reg, "successful")); got < 3 {
+		t.Errorf("prober_probe_total successful = %v, want the warnings counted", got)
+	}
+}
