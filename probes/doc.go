@@ -49,8 +49,9 @@
 // Handlers is the default Prober: exec through the runtime's ExecSync
 // with the probe's timeout; HTTP GET with the scheme, host (the pod IP by
 // default), port by number or name, path and headers, User-Agent
-// kube-probe/1.37, redirects followed only to the same host (a redirect
-// elsewhere ends the probe as a success, as in the kubelet), at most
+// kube-probe/1.37, redirects followed only to the same host name (a
+// redirect elsewhere, or any 3xx answer left unfollowed, ends the probe as
+// a Warning: a success with a ProbeWarning event, as in the kubelet), at most
 // 10 KiB of body read, HTTPS without certificate checks; TCP connect; and
 // the gRPC grpc.health.v1 Check with an optional service name.
 //

@@ -129,12 +129,12 @@ func (h *Handlers) httpGet(ctx context.Context, t Target, g *v1.HTTPGetAction, t
 	client := &http.Client{
 		Timeout:   timeout,
 		Transport: h.transport,
-		// Redirects are followed only to the same host, as the kubelet
-		// does; a redirect elsewhere ends the probe as a success with a
-		// warning in the output.
+		// Redirects are followed only to the same host name (any port),
+		// as the kubelet does; a redirect elsewhere ends the probe with
+		// the redirect response itself, a Warning below.
 		CheckRedirect: func(r *http.Request, via []*http.Request) error {
 			if r.URL.Hostname() != via[0].URL.Hostname() {
-				return errRedirectElsewhere
+				return http.ErrUseLastResponse
 			}
 			if len(via) >= 10 {
 				return errors.New("stopped after 10 redirects")
@@ -143,21 +143,21 @@ func (h *Handlers) httpGet(ctx context.Context, t Target, g *v1.HTTPGetAction, t
 		},
 	}
 	resp, err := client.Do(req)
-	if errors.Is(err, errRedirectElsewhere) {
-		return Success, "Probe terminated redirects", nil
-	}
 	if err != nil {
 		return Failure, err.Error(), nil
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if resp.StatusCode >= 200 && resp.StatusCode < 400 {
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		return Success, string(body), nil
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		// A redirect that was not followed: the kubelet passes the probe
+		// with a warning.
+		return Warning, "Probe terminated redirects, Response body: " + string(body), nil
 	}
 	return Failure, fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode), nil
 }
-
-var errRedirectElsewhere = errors.New("redirect to another host")
 
 func (h *Handlers) tcp(ctx context.Context, t Target, a *v1.TCPSocketAction) (Result, string, error) {
 	pn, err := podutil.ResolvePort(a.Port, t.Container)

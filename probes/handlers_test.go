@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,6 +55,14 @@ func TestHTTPProbe(t *testing.T) {
 		defer other.Close()
 		otherURL = other.URL
 	}
+	// A second server on 127.0.0.1: the same host name on another port.
+	var secondHits atomic.Int32
+	second := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		secondHits.Add(1)
+		w.Write([]byte("second"))
+	}))
+	defer second.Close()
+	_, secondPort := hostPort(t, second.Listener.Addr().String())
 	var gotUA, gotHeader string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -66,6 +75,12 @@ func TestHTTPProbe(t *testing.T) {
 			http.Redirect(w, r, "/ok", http.StatusFound)
 		case "/elsewhere":
 			http.Redirect(w, r, otherURL+"/", http.StatusFound)
+		case "/other-port":
+			http.Redirect(w, r, "http://127.0.0.1:"+strconv.Itoa(secondPort)+"/", http.StatusFound)
+		case "/by-name":
+			http.Redirect(w, r, "http://localhost:"+strconv.Itoa(secondPort)+"/", http.StatusFound)
+		case "/not-modified":
+			w.WriteHeader(http.StatusNotModified)
 		case "/hang":
 			select {
 			case <-hang:
@@ -89,7 +104,12 @@ func TestHTTPProbe(t *testing.T) {
 		{"ok by port name", "/ok", intstr.FromString("http"), probes.Success, "fine", "", false},
 		{"500", "/fail", intstr.FromInt32(int32(port)), probes.Failure, "statuscode: 500", "", false},
 		{"redirect to the same host", "/same", intstr.FromInt32(int32(port)), probes.Success, "fine", "", false},
-		{"redirect elsewhere", "/elsewhere", intstr.FromInt32(int32(port)), probes.Success, "Probe terminated redirects", "", true},
+		{"redirect to another port of the same host", "/other-port", intstr.FromInt32(int32(port)), probes.Success, "second", "", false},
+		{"redirect elsewhere", "/elsewhere", intstr.FromInt32(int32(port)), probes.Warning,
+			`Probe terminated redirects, Response body: <a href="` + otherURL + `/">Found</a>.`, "", true},
+		{"redirect to another host name", "/by-name", intstr.FromInt32(int32(port)), probes.Warning,
+			`Probe terminated redirects, Response body: <a href="http://localhost:` + strconv.Itoa(secondPort) + `/">Found</a>.`, "", false},
+		{"3xx answer", "/not-modified", intstr.FromInt32(int32(port)), probes.Warning, "Probe terminated redirects", "", false},
 		{"timeout", "/hang", intstr.FromInt32(int32(port)), probes.Failure, "", "", false},
 		{"unknown port name", "/ok", intstr.FromString("nope"), probes.Failure, "", `has no port named "nope"`, false},
 	} {
@@ -108,6 +128,9 @@ func TestHTTPProbe(t *testing.T) {
 				t.Errorf("%s took %v, past the timeout", tc.path, d)
 			}
 		})
+	}
+	if n := secondHits.Load(); n != 1 {
+		t.Errorf("the second server was asked %d times, want once (only the same-host redirect is followed)", n)
 	}
 	if !strings.HasPrefix(gotUA, "kube-probe/") || gotHeader != "yes" {
 		t.Errorf("user agent %q, header %q", gotUA, gotHeader)

@@ -387,3 +387,65 @@ func TestPanickingProberDoesNotStopTheWorker(t *testing.T) {
 		t.Fatalf("%+v after %d probes, want success on the third, after two panics", u, e.calls())
 	}
 }
+
+func TestWarningCountsAsSuccessWithAProbeWarningEvent(t *testing.T) {
+	e := newEnv(t)
+	e.w.running("fake://a", t0)
+	e.w.script(probes.Warning)
+	e.m.AddPod(pod(map[probes.Type]*v1.Probe{probes.Liveness: probe(10, 1, 1, 0)}))
+	if u := e.next(10 * time.Second); u.Result != probes.Success {
+		t.Fatalf("liveness starts as %v, want success", u.Result)
+	}
+	for i := 0; i < 3; i++ {
+		e.clock.Step(10 * time.Second)
+		e.settle()
+	}
+	if got := e.m.Liveness("fake://a"); got != probes.Success {
+		t.Errorf("liveness after %d warnings: %v, want success (no restart)", e.calls(), got)
+	}
+	e.w.mu.Lock()
+	events := strings.Join(e.w.events, "\n")
+	e.w.mu.Unlock()
+	if !strings.Contains(events, "ProbeWarning: container c: Liveness probe warning: scripted warning") {
+		t.Errorf("events %q, want a ProbeWarning with the probe's output", events)
+	}
+	if strings.Contains(events, "Unhealthy") {
+		t.Errorf("events %q: a warning is not a failure", events)
+	}
+	if got := testutil.ToFloat64(counterOf(t, e.reg, "successful")); got < 3 {
+		t.Errorf("prober_probe_total successful = %v, want the warnings counted", got)
+	}
+}
+
+func TestSidecarReadinessWaitsForItsInitialDelay(t *testing.T) {
+	e := newEnv(t)
+	always := v1.ContainerRestartPolicyAlways
+	run := func(started time.Time) v1.ContainerState {
+		return v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}
+	}
+	e.w.mu.Lock()
+	e.w.status = v1.PodStatus{Phase: v1.PodRunning,
+		InitContainerStatuses: []v1.ContainerStatus{{Name: "c", ContainerID: "fake://s", State: run(t0)}},
+		ContainerStatuses:     []v1.ContainerStatus{{Name: "app", ContainerID: "fake://a", State: run(t0)}},
+	}
+	e.w.mu.Unlock()
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid"}, Spec: v1.PodSpec{
+		InitContainers: []v1.Container{{Name: "c", RestartPolicy: &always, ReadinessProbe: probe(1, 3, 1, 15)}},
+		Containers:     []v1.Container{{Name: "app"}},
+	}}
+	e.m.AddPod(p)
+	if u := e.next(time.Second); u.ContainerID != "fake://s" || u.Result != probes.Failure {
+		t.Fatalf("first update %+v, want the sidecar's initial readiness failure", u)
+	}
+	for e.clock.Since(t0) < 14*time.Second {
+		e.clock.Step(time.Second)
+		e.settle()
+	}
+	if c := e.calls(); c != 0 || e.m.Readiness("fake://s") != probes.Failure {
+		t.Errorf("%d probes, readiness %v at %v, within the 15s initial delay", c, e.m.Readiness("fake://s"), e.clock.Since(t0))
+	}
+	u := e.next(time.Second)
+	if u.Result != probes.Success || e.clock.Since(t0) < 15*time.Second {
+		t.Errorf("update %+v at %v, want readiness success at 15s or later", u, e.clock.Since(t0))
+	}
+}

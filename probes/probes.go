@@ -14,11 +14,14 @@ import (
 type Result = runtime.ProbeResult
 
 // Outcomes, the runtime package's values under their short names. Unknown
-// is what a startup probe reports before it has run.
+// is what a startup probe reports before it has run. Warning is only a
+// Prober's verdict for one run: the worker records a ProbeWarning event
+// with the output and counts the run as a Success.
 const (
 	Unknown = runtime.ProbeUnknown
 	Success = runtime.ProbeSuccess
 	Failure = runtime.ProbeFailure
+	Warning = runtime.ProbeWarning
 )
 
 // Type is a probe's kind.
@@ -40,9 +43,10 @@ type Target struct {
 	PodIP       string
 }
 
-// Prober runs one probe once. It blocks for at most timeout. The string
-// is the probe's output, for events and messages; err is set only when
-// the probe could not be run at all (it also counts as a failure).
+// Prober runs one probe once. It blocks for at most timeout. The result
+// is Success, Failure or Warning (a success that records a ProbeWarning
+// event); the string is the probe's output, for events and messages; err
+// is set only when the probe could not be run at all.
 type Prober interface {
 	Probe(ctx context.Context, t Target, p *v1.Probe, timeout time.Duration) (Result, string, error)
 }

@@ -184,7 +184,14 @@ func (w *worker) doProbe(ctx context.Context) (keepGoing bool) {
 		m.cfg.Events(pod, v1.EventTypeWarning, "Unhealthy", fmt.Sprintf("container %s: %s probe errored and resulted in unknown state: %v", w.container.Name, w.typ, err))
 		return true
 	}
-	if result != Success {
+	switch result {
+	case Warning:
+		// A pass worth a warning (an HTTP redirect to another host): as
+		// in the kubelet, an event says so and the run counts as a Success.
+		m.cfg.Events(pod, v1.EventTypeWarning, "ProbeWarning", fmt.Sprintf("container %s: %s probe warning: %s", w.container.Name, w.typ, strings.TrimSpace(output)))
+		result = Success
+	case Success:
+	default:
 		result = Failure // a Prober without a verdict fails, as in the kubelet
 	}
 	m.metrics.observe(pod, w.container.Name, w.typ, result, m.cfg.Clock.Since(start))

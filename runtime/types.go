@@ -299,9 +299,14 @@ const (
 	ProbeUnknown ProbeResult = iota
 	ProbeSuccess
 	ProbeFailure
+	// ProbeWarning is a verdict a prober may give for one run: the probe
+	// passed, but with something worth a warning (an HTTP probe that was
+	// redirected to another host). It counts as ProbeSuccess and is never
+	// reported as a container's result.
+	ProbeWarning
 )
 
-// String returns "unknown", "success" or "failure".
+// String returns "unknown", "success", "failure" or "warning".
 func (r ProbeResult) String() string {
 	switch r {
 	case ProbeUnknown:
@@ -310,6 +315,8 @@ func (r ProbeResult) String() string {
 		return "success"
 	case ProbeFailure:
 		return "failure"
+	case ProbeWarning:
+		return "warning"
 	}
 	return fmt.Sprintf("ProbeResult(%d)", int8(r))
 }

@@ -55,7 +55,7 @@ func TestBackOffUntil(t *testing.T) {
 }
 
 func TestProbeResultString(t *testing.T) {
-	for r, want := range map[runtime.ProbeResult]string{runtime.ProbeUnknown: "unknown", runtime.ProbeSuccess: "success", runtime.ProbeFailure: "failure", 7: "ProbeResult(7)"} {
+	for r, want := range map[runtime.ProbeResult]string{runtime.ProbeUnknown: "unknown", runtime.ProbeSuccess: "success", runtime.ProbeFailure: "failure", runtime.ProbeWarning: "warning", 7: "ProbeResult(7)"} {
 		if got := r.String(); got != want {
 			t.Errorf("%d.String() = %q, want %q", int8(r), got, want)
 		}

@@ -465,34 +465,6 @@ func initContainerDone(c *v1.Container, st *v1.ContainerStatus) bool {
 	return st.State.Terminated != nil && st.State.Terminated.ExitCode == 0
 }
 
-// readyReason is the reason of a Ready condition that is not True.
-func readyReason(containersReady, terminal bool) string {
-	switch {
-	case terminal:
-		return reasonPodCompleted
-	case !containersReady:
-		return reasonNotReady
-	}
-	return reasonGatesNotReady
-}
-
-// gatesPass reports whether every readiness gate's condition is True in
-// the pod's current status (set by others, such as controllers).
-func gatesPass(pod *v1.Pod) bool {
-	for _, g := range pod.Spec.ReadinessGates {
-		ok := false
-		for _, c := range pod.Status.Conditions {
-			if c.Type == g.ConditionType && c.Status == v1.ConditionTrue {
-				ok = true
-			}
-		}
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
-
 func isSidecar(c *v1.Container) bool { return podutil.IsRestartableInit(c) }
 
 func findStatus(list []v1.ContainerStatus, name string) *v1.ContainerStatus {

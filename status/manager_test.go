@@ -242,3 +242,33 @@ func TestManagerBacksOffRetries(t *testing.T) {
 		t.Error("a timer is armed after every status was pushed")
 	}
 }
+
+// A readiness verdict recomputes the pod's Ready conditions by the same
+// rules as Generate: a sidecar that is not ready keeps the pod unready.
+func TestReadinessVerdictKeepsPodUnreadyWhileASidecarIs(t *testing.T) {
+	clk := clocktesting.NewFakeClock(now)
+	m := status.New(status.Config{Clock: clk})
+	p := sidecarPod(v1.RestartPolicyAlways, "app")
+	p.Spec.InitContainers[0].StartupProbe = nil
+	p.Spec.InitContainers[0].ReadinessProbe = &v1.Probe{InitialDelaySeconds: 15}
+	p.Spec.Containers[0].ReadinessProbe = &v1.Probe{}
+	proxy, app := c("proxy", running, 0, 0), c("app", running, 0, 0)
+	m.SetPodStatus(p, status.Generate(status.Input{Pod: p, Runtime: observed(app, proxy), Now: now}))
+
+	clk.Step(time.Second)
+	m.SetContainerReadiness(p.UID, proxy.ID.String(), false) // the sidecar's initial verdict
+	m.SetContainerReadiness(p.UID, app.ID.String(), true)
+	s, _ := m.GetPodStatus(p.UID)
+	for _, typ := range []v1.PodConditionType{v1.ContainersReady, v1.PodReady} {
+		if got := condition(s, typ); got.Status != v1.ConditionFalse || got.Message != "containers with unready status: [proxy]" {
+			t.Errorf("%s with the sidecar unready: %s %q %q", typ, got.Status, got.Reason, got.Message)
+		}
+	}
+
+	clk.Step(15 * time.Second)
+	m.SetContainerReadiness(p.UID, proxy.ID.String(), true)
+	s, _ = m.GetPodStatus(p.UID)
+	if got := condition(s, v1.PodReady); got.Status != v1.ConditionTrue || !got.LastTransitionTime.Time.Equal(now.Add(16*time.Second)) {
+		t.Errorf("Ready once the sidecar is ready: %s since %v, want True since %v", got.Status, got.LastTransitionTime, now.Add(16*time.Second))
+	}
+}

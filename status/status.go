@@ -351,31 +351,23 @@ func (m *Manager) VerdictsFor(ids []string) (ready, started map[string]bool) {
 	return ready, started
 }
 
-// updateReadyConditions recomputes ContainersReady and Ready.
+// updateReadyConditions recomputes ContainersReady and Ready by the
+// rules Generate uses (sidecars' readiness counts, as the kubelet's does),
+// updating the conditions the status already has.
 func updateReadyConditions(pod *v1.Pod, s *v1.PodStatus, now metav1.Time) {
-	all := len(s.ContainerStatuses) > 0
-	for _, c := range s.ContainerStatuses {
-		all = all && c.Ready
-	}
-	terminal := s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed
-	set := func(t v1.PodConditionType, ok bool, reason string) {
+	containersReady := containersReadyCondition(pod, s)
+	for _, want := range [...]v1.PodCondition{containersReady, readyCondition(pod, containersReady)} {
 		for i := range s.Conditions {
 			c := &s.Conditions[i]
-			if c.Type != t {
+			if c.Type != want.Type {
 				continue
 			}
-			want := v1.ConditionFalse
-			if ok {
-				want, reason = v1.ConditionTrue, ""
+			if c.Status != want.Status {
+				c.Status, c.LastTransitionTime = want.Status, now
 			}
-			if c.Status != want {
-				c.Status, c.LastTransitionTime = want, now
-			}
-			c.Reason = reason
+			c.Reason, c.Message = want.Reason, want.Message
 		}
 	}
-	set(v1.ContainersReady, all && !terminal, "ContainersNotReady")
-	set(v1.PodReady, all && !terminal && gatesPass(pod), readyReason(all, terminal))
 }
 
 // Run pushes every status change to the sink until ctx ends. Changes

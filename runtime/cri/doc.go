@@ -71,8 +71,10 @@
 //     the kubelet), the
 //     termination message file, the kubelet's labels and annotations and
 //     log layout (<PodLogsDir>/<namespace>_<name>_<uid>/<container>/<n>.log).
-//   - Sandbox config: hostname, port mappings, host network/PID/IPC,
-//     sysctls, seccomp, DNS from dnsPolicy and dnsConfig (ClusterFirst
+//   - Sandbox config: hostname (hostnameOverride, else hostname, else the
+//     pod name, cut to 63 characters without a trailing '-' or '.'), port
+//     mappings, host network/PID/IPC, privileged when any init, regular or
+//     ephemeral container is, sysctls, seccomp, DNS from dnsPolicy and dnsConfig (ClusterFirst
 //     falls back to the node's resolver when Config.ClusterDNS is empty,
 //     with a MissingClusterDNS event), and the cgroupfs parent
 //     <root>/<qos>/pod<uid> when Config.CgroupRoot is set.

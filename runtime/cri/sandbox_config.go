@@ -1,11 +1,15 @@
 package cri
 
 import (
+	"fmt"
 	"maps"
 	"path/filepath"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // podLogDir is <root>/<namespace>_<name>_<uid>, the kubelet's layout.
@@ -55,14 +59,16 @@ func (r *Runtime) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 			CgroupParent: r.cgroupParent(pod),
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 				NamespaceOptions: namespaceOptions(pod),
+				Privileged:       hasPrivilegedContainer(pod),
 			},
 		},
 	}
 	if !pod.Spec.HostNetwork {
-		cfg.Hostname = pod.Name
-		if pod.Spec.Hostname != "" {
-			cfg.Hostname = pod.Spec.Hostname
+		h, err := podHostname(pod)
+		if err != nil {
+			return nil, err
 		}
+		cfg.Hostname = h
 	}
 	for i := range pod.Spec.Containers {
 		for _, p := range pod.Spec.Containers[i].Ports {
@@ -101,6 +107,59 @@ func (r *Runtime) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 		}
 	}
 	return cfg, nil
+}
+
+// hasPrivilegedContainer reports whether any container of the pod (init,
+// regular or ephemeral) asks to be privileged. The kubelet then marks the
+// whole sandbox privileged: runtimes such as containerd refuse a
+// privileged container in a sandbox that is not.
+func hasPrivilegedContainer(pod *v1.Pod) bool {
+	priv := func(sc *v1.SecurityContext) bool {
+		return sc != nil && sc.Privileged != nil && *sc.Privileged
+	}
+	for i := range pod.Spec.InitContainers {
+		if priv(pod.Spec.InitContainers[i].SecurityContext) {
+			return true
+		}
+	}
+	for i := range pod.Spec.Containers {
+		if priv(pod.Spec.Containers[i].SecurityContext) {
+			return true
+		}
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		if priv(pod.Spec.EphemeralContainers[i].SecurityContext) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxHostnameLen is the longest hostname the kernel accepts: the
+// nodename field holds 64 bytes including the terminating NUL.
+const maxHostnameLen = 63
+
+// podHostname is the hostname a pod's sandbox gets, as the kubelet
+// chooses it: spec.hostnameOverride if set, else spec.hostname, else the
+// pod name; cut to 63 characters, then stripped of trailing '-' and '.'
+// so the result is still a valid name.
+func podHostname(pod *v1.Pod) (string, error) {
+	h, field := pod.Name, "metadata.name"
+	switch {
+	case pod.Spec.HostnameOverride != nil:
+		h, field = *pod.Spec.HostnameOverride, "spec.hostnameOverride"
+	case pod.Spec.Hostname != "":
+		h, field = pod.Spec.Hostname, "spec.hostname"
+	}
+	if len(h) <= maxHostnameLen {
+		return h, nil
+	}
+	t := strings.TrimRight(h[:maxHostnameLen], "-.")
+	if t == "" {
+		return "", fmt.Errorf("cri: pod %s/%s: %s %q gives no valid hostname when cut to %d characters: %w",
+			pod.Namespace, pod.Name, field, h, maxHostnameLen, runtime.ErrInvalidArgument)
+	}
+	return t, nil
 }
 
 func protocol(p v1.Protocol) runtimeapi.Protocol {
