@@ -9,9 +9,11 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/runtime/cri"
 )
@@ -82,5 +84,61 @@ func TestMemoryPressureEvictsThroughTheAgent(t *testing.T) {
 	late := f.waitFor("late", "refused", func(s v1.PodStatus) bool { return s.Phase == v1.PodFailed })
 	if late.Reason != "Evicted" || !strings.HasPrefix(late.Message, "Pod was rejected: The node had condition: [MemoryPressure]. ") {
 		t.Errorf("late: %q %q", late.Reason, late.Message)
+	}
+}
+
+// fullDisk is a node where the container "main" of the pod "filler"
+// writes 10Mi to its writable layer, 150Mi once full is set.
+type fullDisk struct{ full atomic.Bool }
+
+func (d *fullDisk) Summary(context.Context) (*statsapi.Summary, error) {
+	u := func(v uint64) *uint64 { return &v }
+	used := uint64(10 << 20)
+	if d.full.Load() {
+		used = 150 << 20
+	}
+	return &statsapi.Summary{Pods: []statsapi.PodStats{{
+		PodRef:           statsapi.PodReference{Name: "filler", Namespace: "default", UID: "filler-uid"},
+		EphemeralStorage: &statsapi.FsStats{UsedBytes: u(used)},
+		Containers:       []statsapi.ContainerStats{{Name: "main", Rootfs: &statsapi.FsStats{UsedBytes: u(used)}}},
+	}}}, nil
+}
+
+// A pod writing past its ephemeral-storage limit is evicted by the
+// agent, with no threshold configured: its containers stop and it ends
+// Failed with reason Evicted and the kubelet's message.
+func TestEphemeralStorageLimitEvictsThroughTheAgent(t *testing.T) {
+	fake := newFake(t)
+	dir := t.TempDir()
+	events := &eventLog{}
+	stats := &fullDisk{}
+	f := &fidelity{t: t, fake: fake, api: podsource.NewChannel("api", 16), history: &history{}}
+	a, err := agent.New(agent.Config{
+		NodeName: "node", RuntimeService: fake, ImageService: fake, Sources: []podsource.Source{f.api}, StatusSink: f.history,
+		RelistPeriod: 20 * time.Millisecond, HousekeepingPeriod: 50 * time.Millisecond, BackOffPeriod: 50 * time.Millisecond,
+		CRI:      cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: filepath.Join(dir, "pods"), ResolvConf: "-"},
+		Server:   agent.ServerConfig{Stats: stats},
+		Eviction: &agent.EvictionConfig{MonitoringInterval: 50 * time.Millisecond, Thresholds: []eviction.Threshold{}},
+		Events:   events.add,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilCleanup(t, a)
+	f.send(podsource.SET)
+	pod := apiPod("filler", v1.RestartPolicyAlways, []string{"main"})
+	pod.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("100Mi")}
+	f.send(podsource.ADD, pod)
+	f.waitFor("filler", "running", func(s v1.PodStatus) bool { return s.Phase == v1.PodRunning })
+	stats.full.Store(true)
+	got := f.waitFor("filler", "evicted and stopped", func(s v1.PodStatus) bool {
+		return s.Phase == v1.PodFailed && len(s.ContainerStatuses) == 1 && s.ContainerStatuses[0].State.Terminated != nil
+	})
+	const want = "Pod ephemeral local storage usage exceeds the total limit of containers 100Mi. "
+	if got.Reason != "Evicted" || got.Message != want {
+		t.Errorf("filler: reason %q message %q, want Evicted %q", got.Reason, got.Message, want)
+	}
+	if !events.has("Evicted: " + want) {
+		t.Errorf("no Evicted event: %v", events.list)
 	}
 }

@@ -29,11 +29,13 @@
 //     long after its threshold stopped being met. Pressure reports them;
 //     it fits admission.PressureFunc and, through kube.ConditionsFunc,
 //     the node status;
-//  3. of the thresholds met past their grace period, memory first, one
+//  3. every active pod over a local storage limit is evicted (see
+//     below); if any was, the pass ends there;
+//  4. of the thresholds met past their grace period, memory first, one
 //     is reclaimed: for a disk signal, Config.ReclaimContainers and
 //     Config.ReclaimImages run first, and if the signals then show no
 //     threshold met, no pod is evicted;
-//  4. the active pods (Config.ActivePods) are ranked (Rank) and the
+//  5. the active pods (Config.ActivePods) are ranked (Rank) and the
 //     first that is not critical (static, mirror, or system priority) is
 //     killed through Config.Kill, with a grace period of 1s for a hard
 //     threshold or min(MaxPodGracePeriodSeconds, the pod's) for a soft
@@ -42,6 +44,25 @@
 //     50Mi. Container c was using 300Mi, request is 100Mi, has larger
 //     consumption of memory. ". The killer records the pod Failed with
 //     reason Evicted and that message.
+//
+// # Local storage limits
+//
+// With or without thresholds, each pass evicts, within 1s, every pod
+// that is not critical and uses more local storage than it may, as the
+// kubelet does with LocalStorageCapacityIsolation on. A pod is checked,
+// in this order, for: an emptyDir volume whose usage in the Summary's
+// volume stats exceeds its sizeLimit ("Usage of EmptyDir volume
+// "scratch" exceeds the limit "100Mi". "); its ephemeral-storage
+// usage exceeding the sum of its containers' ephemeral-storage limits,
+// counted as the scheduler counts them ("Pod ephemeral local storage
+// usage exceeds the total limit of containers 150Mi. "); a container or
+// sidecar whose logs and writable layer (logs only, with
+// DedicatedImageFs) exceed its own limit ("Container app exceeded its
+// local ephemeral storage limit "100Mi". "). The kill, event and
+// status are those of a threshold eviction; kubelet_evictions counts
+// them under emptydirfs.limit, ephemeralpodfs.limit and
+// ephemeralcontainerfs.limit. As in the kubelet, a pod whose kill
+// failed still ends the pass.
 //
 // # How it plugs in
 //
@@ -57,9 +78,10 @@
 //   - allocatableMemory.available and the containerfs signals are not
 //     supported, nor are memcg threshold notifications: pressure is found
 //     by polling only.
-//   - Local storage capacity isolation (evicting a pod over its
-//     ephemeral-storage limit or an emptyDir over its sizeLimit) is not
-//     done.
+//   - Local storage capacity isolation cannot be turned off, and
+//     memory-backed emptyDirs are checked against their sizeLimit too
+//     (the kubelet's default; it skips them only with the alpha
+//     InPlacePodVerticalScalingMemoryBackedVolumes gate).
 //   - Disk ranking uses each pod's total ephemeral usage (the Summary's
 //     pod ephemeral-storage, else its containers' root filesystems and
 //     logs) for every disk signal, where the kubelet measures only the

@@ -52,7 +52,7 @@ type Config struct {
 	PodCleanedUp func(*v1.Pod) bool
 	// Thresholds are the eviction thresholds. Nil: the kubelet's default
 	// hard thresholds (DefaultHard). An empty non-nil slice: none (no
-	// pressure, no eviction).
+	// pressure, and evictions only for local storage limits).
 	Thresholds []Threshold
 	// MonitoringInterval is the time between passes. Default 10s, the
 	// kubelet's.
@@ -165,7 +165,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	t := m.cfg.Clock.NewTicker(m.cfg.MonitoringInterval)
 	defer t.Stop()
 	for {
-		if evicted := m.Synchronize(ctx); evicted != nil && m.cfg.PodCleanedUp != nil {
+		if evicted := m.Synchronize(ctx); len(evicted) > 0 && m.cfg.PodCleanedUp != nil {
 			m.waitForCleanup(ctx, evicted)
 		}
 		select {
@@ -176,7 +176,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 }
 
-func (m *Manager) waitForCleanup(ctx context.Context, pod *v1.Pod) {
+func (m *Manager) waitForCleanup(ctx context.Context, pods []*v1.Pod) {
 	timeout := m.cfg.Clock.NewTimer(30 * time.Second)
 	defer timeout.Stop()
 	poll := m.cfg.Clock.NewTicker(time.Second)
@@ -186,10 +186,18 @@ func (m *Manager) waitForCleanup(ctx context.Context, pod *v1.Pod) {
 		case <-ctx.Done():
 			return
 		case <-timeout.C():
-			m.log.Info("evicted pod was not cleaned up in time", "pod", podutil.FullName(pod), "podUID", pod.UID)
+			for _, p := range pods {
+				if !m.cfg.PodCleanedUp(p) {
+					m.log.Info("evicted pod was not cleaned up in time", "pod", podutil.FullName(p), "podUID", p.UID)
+				}
+			}
 			return
 		case <-poll.C():
-			if m.cfg.PodCleanedUp(pod) {
+			done := true
+			for _, p := range pods {
+				done = done && m.cfg.PodCleanedUp(p)
+			}
+			if done {
 				return
 			}
 		}
@@ -216,17 +224,16 @@ func (m *Manager) Pressure() (memory, disk, pid bool) {
 	return memory, disk, pid
 }
 
-// Synchronize makes one pass: it reads the signals, updates the pressure
-// conditions, and when a threshold is met past its grace period, first
-// reclaims node-level disk (for disk signals) and then evicts the first
-// non-critical pod in the ranking. It returns the evicted pod, or nil.
-// Run calls it; tests and embedders with their own loop may call it
-// directly, one pass at a time.
-func (m *Manager) Synchronize(ctx context.Context) *v1.Pod {
+// Synchronize makes one pass: it reads the signals and updates the
+// pressure conditions; it evicts every non-critical pod over a local
+// storage limit (an emptyDir's sizeLimit, the pod's or a container's
+// ephemeral-storage limit); if none was, and a threshold is met past its
+// grace period, it reclaims node-level disk (for disk signals) and then
+// evicts the first non-critical pod in the ranking. It returns the pods
+// evicted, or nil. Run calls it; tests and embedders with their own loop
+// may call it directly, one pass at a time.
+func (m *Manager) Synchronize(ctx context.Context) []*v1.Pod {
 	ts := m.cfg.Thresholds
-	if len(ts) == 0 {
-		return nil
-	}
 	summary, err := m.cfg.Summary(ctx)
 	if err != nil {
 		m.log.Error(err, "reading the stats summary failed")
@@ -273,6 +280,11 @@ func (m *Manager) Synchronize(ctx context.Context) *v1.Pod {
 	m.conditions, m.firstObservedAt, m.metNow = conds, first, due
 	m.mu.Unlock()
 
+	active := m.cfg.ActivePods()
+	stats := podStats(summary)
+	if evicted := m.localStorageEviction(ctx, active, stats); len(evicted) > 0 {
+		return evicted
+	}
 	if len(due) == 0 {
 		return nil
 	}
@@ -288,13 +300,12 @@ func (m *Manager) Synchronize(ctx context.Context) *v1.Pod {
 		m.log.V(2).Info("node-level reclaim relieved the pressure without evicting pods", "resource", res)
 		return nil
 	}
-	pods := m.cfg.ActivePods()
+	pods := active
 	if len(pods) == 0 {
 		m.log.Info("eviction threshold met, but no pod to evict", "threshold", t.String())
 		return nil
 	}
 	pods = append([]*v1.Pod(nil), pods...)
-	stats := podStats(summary)
 	Rank(pods, res, stats)
 	for _, p := range pods {
 		if podutil.IsCritical(p) {
@@ -315,7 +326,7 @@ func (m *Manager) Synchronize(ctx context.Context) *v1.Pod {
 			continue
 		}
 		m.evictions.WithLabelValues(string(t.Signal)).Inc()
-		return p
+		return []*v1.Pod{p}
 	}
 	m.log.Info("unable to evict any pod", "threshold", t.String())
 	return nil

@@ -23,6 +23,14 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// first is the first pod a pass evicted, or nil.
+func first(pods []*v1.Pod) *v1.Pod {
+	if len(pods) == 0 {
+		return nil
+	}
+	return pods[0]
+}
+
 const mi = 1 << 20
 
 // node is a fake node: its free memory and disk and its pods' usage can
@@ -141,11 +149,11 @@ func TestMemoryPressureEvictsThePodOverItsRequest(t *testing.T) {
 	n.pods = []*v1.Pod{mkPod("within", "200Mi", 0), mkPod("over", "100Mi", 0), mkPod("high", "", 1000)}
 	reg := prometheus.NewRegistry()
 	m := newManager(t, n, clk, eviction.Spec{Hard: map[string]string{"memory.available": "100Mi"}}, func(c *eviction.Config) { c.Registerer = reg })
-	if got := m.Synchronize(context.Background()); got != nil || pressure(m) != "memory=false disk=false pid=false" {
+	if got := first(m.Synchronize(context.Background())); got != nil || pressure(m) != "memory=false disk=false pid=false" {
 		t.Fatalf("without pressure: evicted %v, %s", got, pressure(m))
 	}
 	n.set(func(n *node) { n.memAvail = 50 * mi })
-	got := m.Synchronize(context.Background())
+	got := first(m.Synchronize(context.Background()))
 	if got == nil || got.Name != "over" {
 		t.Fatalf("evicted %v, want over (exceeds its request, lowest priority)", got)
 	}
@@ -159,7 +167,7 @@ func TestMemoryPressureEvictsThePodOverItsRequest(t *testing.T) {
 	// Next pass: still short, the next in rank goes (high exceeds its
 	// zero request, within does not).
 	clk.Step(10 * time.Second)
-	if got := m.Synchronize(context.Background()); got == nil || got.Name != "high" {
+	if got := first(m.Synchronize(context.Background())); got == nil || got.Name != "high" {
 		t.Fatalf("second eviction %v, want high", got)
 	}
 	want = `
@@ -186,7 +194,7 @@ func TestSoftThresholdWaitsItsGracePeriod(t *testing.T) {
 	})
 	for _, step := range []time.Duration{0, 30 * time.Second, 29 * time.Second} {
 		clk.Step(step)
-		if got := m.Synchronize(context.Background()); got != nil {
+		if got := first(m.Synchronize(context.Background())); got != nil {
 			t.Fatalf("evicted %s %v after the threshold was first met, before its 1m grace", got.Name, clk.Since(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 		}
 		if pressure(m) != "memory=true disk=false pid=false" {
@@ -194,7 +202,7 @@ func TestSoftThresholdWaitsItsGracePeriod(t *testing.T) {
 		}
 	}
 	clk.Step(time.Second)
-	if got := m.Synchronize(context.Background()); got == nil || got.Name != "a" {
+	if got := first(m.Synchronize(context.Background())); got == nil || got.Name != "a" {
 		t.Fatalf("evicted %v after the grace period, want a", got)
 	}
 	if n.grace[0] != 30 {
@@ -208,20 +216,20 @@ func TestPressureConditionStaysForTheTransitionPeriod(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	n := &node{memAvail: 50 * mi, memUsed: 900 * mi}
 	m := newManager(t, n, clk, eviction.Spec{Hard: map[string]string{"memory.available": "100Mi"}})
-	m.Synchronize(context.Background())
+	first(m.Synchronize(context.Background()))
 	if pressure(m) != "memory=true disk=false pid=false" {
 		t.Fatalf("pressure %s, want memory", pressure(m))
 	}
 	n.set(func(n *node) { n.memAvail = 500 * mi })
 	for _, step := range []time.Duration{10 * time.Second, 4 * time.Minute, 49 * time.Second} {
 		clk.Step(step)
-		m.Synchronize(context.Background())
+		first(m.Synchronize(context.Background()))
 		if pressure(m) != "memory=true disk=false pid=false" {
 			t.Fatalf("pressure cleared %v after relief, before the 5m transition period", clk.Since(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 		}
 	}
 	clk.Step(time.Second)
-	m.Synchronize(context.Background())
+	first(m.Synchronize(context.Background()))
 	if pressure(m) != "memory=false disk=false pid=false" {
 		t.Errorf("pressure %s 5m after relief, want none", pressure(m))
 	}
@@ -233,15 +241,15 @@ func TestMinimumReclaimKeepsEvicting(t *testing.T) {
 	n := &node{memAvail: 50 * mi, memUsed: 900 * mi, usage: map[string]uint64{"a": 10 * mi, "b": 10 * mi}}
 	n.pods = []*v1.Pod{mkPod("a", "", 0), mkPod("b", "", 0)}
 	m := newManager(t, n, clk, eviction.Spec{Hard: map[string]string{"memory.available": "100Mi"}, MinimumReclaim: map[string]string{"memory.available": "100Mi"}})
-	m.Synchronize(context.Background())
+	first(m.Synchronize(context.Background()))
 	n.set(func(n *node) { n.memAvail = 150 * mi }) // above 100Mi, below 100Mi + 100Mi
 	clk.Step(10 * time.Second)
-	if got := m.Synchronize(context.Background()); got == nil {
+	if got := first(m.Synchronize(context.Background())); got == nil {
 		t.Fatalf("no eviction with 150Mi available, below the threshold plus its minimum reclaim")
 	}
 	n.set(func(n *node) { n.memAvail = 250 * mi })
 	clk.Step(10 * time.Second)
-	if got := m.Synchronize(context.Background()); got != nil {
+	if got := first(m.Synchronize(context.Background())); got != nil {
 		t.Fatalf("evicted %s with the minimum reclaim available", got.Name)
 	}
 }
@@ -268,7 +276,7 @@ func TestDiskPressureReclaimsBeforeEvicting(t *testing.T) {
 			m := newManager(t, n, clk, eviction.Spec{Hard: map[string]string{"nodefs.available": "10%"}}, func(c *eviction.Config) {
 				c.ReclaimContainers, c.ReclaimImages = reclaim("containers"), reclaim("images")
 			})
-			got := m.Synchronize(context.Background())
+			got := first(m.Synchronize(context.Background()))
 			if strings.Join(n.reclaimed, ",") != "containers,images" {
 				t.Errorf("reclaimed %v, want containers then images", n.reclaimed)
 			}
@@ -296,7 +304,7 @@ func TestCriticalPodsAreNotEvicted(t *testing.T) {
 	n := &node{memAvail: 50 * mi, memUsed: 900 * mi, usage: map[string]uint64{"static": 800 * mi, "system": 700 * mi, "small": 1 * mi}}
 	n.pods = []*v1.Pod{static, mkPod("system", "", 2000000000), mkPod("small", "", 0)}
 	m := newManager(t, n, clk, eviction.Spec{Hard: map[string]string{"memory.available": "100Mi"}})
-	if got := m.Synchronize(context.Background()); got == nil || got.Name != "small" {
+	if got := first(m.Synchronize(context.Background())); got == nil || got.Name != "small" {
 		t.Fatalf("evicted %v, want small (the others are critical)", got)
 	}
 }
