@@ -217,6 +217,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	g.Go(func() error { return a.loop.Run(ctx) })
 	g.Go(func() error { return a.merger.Run(ctx) })
 	g.Go(func() error { return a.runContainerGC(ctx) })
+	g.Go(func() error { return a.runLogRotation(ctx) })
 	if a.evict != nil {
 		g.Go(func() error { return a.evict.Run(ctx) })
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -189,6 +190,14 @@ type Config struct {
 	// goroutine of their own.
 	// Default 1m, the kubelet's.
 	ContainerGCPeriod time.Duration
+	// ContainerLogMaxSize is the size in bytes beyond which a running
+	// container's log is rotated, checked every 10 s over RuntimeService
+	// (see cri.LogRotator). 0 means 10Mi, the kubelet's; negative turns
+	// rotation off. Without RuntimeService logs are not rotated.
+	ContainerLogMaxSize int64
+	// ContainerLogMaxFiles is the most files a container's log may take,
+	// the live one included. 0 means 5, the kubelet's; otherwise at least 2.
+	ContainerLogMaxFiles int
 
 	// Listen is the address of the node server (Handler: /healthz,
 	// /pods, /metrics, /containerLogs, /exec...) ("127.0.0.1:10255"). Empty: no server (Handler still serves them).
@@ -222,6 +231,9 @@ func (c *Config) defaults() error {
 	}
 	if len(c.Sources) == 0 {
 		return errors.New("agent: Config.Sources is empty")
+	}
+	if c.ContainerLogMaxFiles != 0 && c.ContainerLogMaxFiles < 2 {
+		return fmt.Errorf("agent: Config.ContainerLogMaxFiles is %d, must be at least 2", c.ContainerLogMaxFiles)
 	}
 	if c.RuntimeStatusTimeout <= 0 {
 		c.RuntimeStatusTimeout = 5 * time.Second

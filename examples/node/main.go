@@ -67,6 +67,9 @@
 //	evictionPressureTransitionPeriod, evictionMaxPodGracePeriod  (5m, 0)
 //	imageGCHighThresholdPercent, imageGCLowThresholdPercent, imageMinimumGCAge
 //	                           unused images removed (85, 80, 2m), every 5m
+//	containerLogMaxSize, containerLogMaxFiles  a running container's log is
+//	                           rotated beyond the size, keeping that many files,
+//	                           the older gzipped (10Mi, 5), checked every 10s
 //
 // Pods are admitted as the kubelet does (package admission) against the
 // host's capacity less the reserved resources, maxPods and
@@ -187,6 +190,8 @@ type settings struct {
 	serving                               serving
 	eviction                              *agent.EvictionConfig
 	imageGC                               *images.GCConfig
+	logMaxSize                            int64 // bytes
+	logMaxFiles                           int
 }
 
 // loadConfig reads and strictly decodes the KubeletConfiguration at path
@@ -301,6 +306,9 @@ func loadConfig(path string) (settings, error) {
 	}
 	if kc.ImageGCLowThresholdPercent != nil {
 		s.imageGC.LowThresholdPercent = int(*kc.ImageGCLowThresholdPercent)
+	}
+	if s.logMaxSize, s.logMaxFiles, err = logRotationOf(&kc, path); err != nil {
+		return settings{}, err
 	}
 	serving, err := servingOf(&kc, path)
 	if err != nil {
@@ -445,6 +453,7 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	cfg := agent.Config{
 		NodeName: name, NodeIPs: ipStrings,
 		Allocatable: allocatable, NodeTaints: s.taints, Eviction: s.eviction, ImageGC: s.imageGC,
+		ContainerLogMaxSize: s.logMaxSize, ContainerLogMaxFiles: s.logMaxFiles,
 		RuntimeService: rt, ImageService: rt,
 		CRI: cri.Config{PodLogsDir: s.podLogsDir, PodsDir: filepath.Join(o.rootDir, "pods"),
 			ClusterDNS: s.clusterDNS, ClusterDomain: s.clusterDomain, ResolvConf: s.resolvConf},
@@ -605,4 +614,27 @@ func newClusterParts(client kubernetes.Interface, name string, s settings, log l
 		return nil, err
 	}
 	return p, nil
+}
+
+// logRotationOf returns containerLogMaxSize in bytes and
+// containerLogMaxFiles, defaulted as the kubelet does (10Mi, 5).
+func logRotationOf(kc *kubeletv1beta1.KubeletConfiguration, path string) (size int64, files int, err error) {
+	size, files = cri.DefaultContainerLogMaxSize, cri.DefaultContainerLogMaxFiles
+	if kc.ContainerLogMaxSize != "" {
+		q, err := resource.ParseQuantity(kc.ContainerLogMaxSize)
+		if err != nil {
+			return 0, 0, fmt.Errorf("--config %s: containerLogMaxSize %q: %w", path, kc.ContainerLogMaxSize, err)
+		}
+		if q.Sign() <= 0 {
+			return 0, 0, fmt.Errorf("--config %s: containerLogMaxSize %q must be positive", path, kc.ContainerLogMaxSize)
+		}
+		size = q.Value()
+	}
+	if kc.ContainerLogMaxFiles != nil {
+		if *kc.ContainerLogMaxFiles < 2 {
+			return 0, 0, fmt.Errorf("--config %s: containerLogMaxFiles %d must be at least 2", path, *kc.ContainerLogMaxFiles)
+		}
+		files = int(*kc.ContainerLogMaxFiles)
+	}
+	return size, files, nil
 }

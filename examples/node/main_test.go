@@ -90,7 +90,8 @@ func TestLoadConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := settings{fileCheck: 20 * time.Second, sync: time.Minute, statusUpdate: 10 * time.Second, report: 5 * time.Minute,
-			leaseDuration: 40 * time.Second, listen: "127.0.0.1:10250", port: 10250, podLogsDir: "/var/log/pods", maxPods: 110, resolvConf: "/etc/resolv.conf"}
+			leaseDuration: 40 * time.Second, listen: "127.0.0.1:10250", port: 10250, podLogsDir: "/var/log/pods", maxPods: 110, resolvConf: "/etc/resolv.conf",
+			logMaxSize: 10 * 1024 * 1024, logMaxFiles: 5}
 		if s.eviction == nil || len(s.eviction.Thresholds) != 5 {
 			t.Errorf("eviction = %+v, want the kubelet's 5 default hard thresholds", s.eviction)
 		}
@@ -129,6 +130,8 @@ evictionMaxPodGracePeriod: 15
 imageGCHighThresholdPercent: 90
 imageGCLowThresholdPercent: 70
 imageMinimumGCAge: 5m
+containerLogMaxSize: 1Mi
+containerLogMaxFiles: 3
 `)
 		s, err := loadConfig(path)
 		if err != nil {
@@ -139,6 +142,9 @@ imageMinimumGCAge: 5m
 			s.endpoint != "unix:///run/crio/crio.sock" || s.podLogsDir != "/srv/logs" || s.maxPods != 30 || s.resolvConf != "-" ||
 			len(s.taints) != 1 || s.taints[0].Key != "example.com/edge" {
 			t.Errorf("loadConfig = %+v", s)
+		}
+		if s.logMaxSize != 1<<20 || s.logMaxFiles != 3 {
+			t.Errorf("container logs: max size %d, max files %d; want 1Mi and 3", s.logMaxSize, s.logMaxFiles)
 		}
 		if g := s.imageGC; g.HighThresholdPercent != 90 || g.LowThresholdPercent != 70 || g.MinAge != 5*time.Minute {
 			t.Errorf("imageGC = %+v", g)
@@ -166,6 +172,9 @@ imageMinimumGCAge: 5m
 		"bad readOnlyPort":          "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: 65536\n",
 		"negative readOnlyPort":     "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: -1\n",
 		"readOnlyPort same as port": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: 10250\n",
+		"bad containerLogMaxSize":   "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxSize: big\n",
+		"zero containerLogMaxSize":  "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxSize: \"0\"\n",
+		"one containerLogMaxFiles":  "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxFiles: 1\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".yaml")
@@ -174,8 +183,10 @@ imageMinimumGCAge: 5m
 			if err == nil || !strings.Contains(err.Error(), path) {
 				t.Errorf("loadConfig = %v, want an error naming the file", err)
 			}
-			if strings.Contains(name, "readOnlyPort") && (err == nil || !strings.Contains(err.Error(), "readOnlyPort")) {
-				t.Errorf("loadConfig = %v, want an error naming readOnlyPort", err)
+			for _, field := range []string{"readOnlyPort", "containerLogMaxSize", "containerLogMaxFiles"} {
+				if strings.Contains(name, field) && (err == nil || !strings.Contains(err.Error(), field)) {
+					t.Errorf("loadConfig = %v, want an error naming %s", err, field)
+				}
 			}
 		})
 	}

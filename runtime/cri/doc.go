@@ -144,6 +144,16 @@
 // with a slash, a log directory elsewhere or behind a symlink out of it)
 // is left in place and logged.
 //
+// LogRotator rotates the logs of running containers as the kubelet's
+// container log manager does: every 10 s it lists the running containers
+// of a CRI RuntimeService, and a log that reached MaxSize (10Mi) is
+// renamed to "<log>.<YYYYMMDD-hhmmss>" of the clock and the runtime asked
+// to ReopenContainerLog; if it cannot, the rename is undone. Before that
+// the older rotated files are gzipped (the newest rotated file is the only
+// plain one) and the oldest removed, so at most MaxFiles (5) files remain,
+// the live one included. A log that is missing is reopened. Containers are
+// handled one after the other, where the kubelet has a pool of workers.
+//
 // # Spec hashes and adoption
 //
 // Every container carries the kubelet's labels and annotations, its

@@ -433,7 +433,9 @@ func (r *Runtime) UpdateContainerResources(_ context.Context, id string, res *ru
 }
 
 // ReopenContainerLog implements RuntimeService. fakecri keeps no log file
-// open, so it only checks that the container is running.
+// open: it checks that the container is running and creates its log file
+// again when it is gone (renamed by a log rotation), as a runtime does
+// when it reopens the log. Later lines are appended to the new file.
 func (r *Runtime) ReopenContainerLog(_ context.Context, id string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -446,6 +448,9 @@ func (r *Runtime) ReopenContainerLog(_ context.Context, id string) error {
 	}
 	if c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		return errorf(codes.Unknown, "container is not running")
+	}
+	if err := writeLog(c.logPath, r.clock.Now(), "stdout", ""); err != nil {
+		return errorf(codes.Internal, "reopening container log: %v", err)
 	}
 	return nil
 }

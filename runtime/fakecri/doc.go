@@ -32,6 +32,8 @@
 //
 // Container logs are written to the CRI log path (the sandbox's log
 // directory joined with the container's log path) in the CRI log format.
+// ReopenContainerLog creates the file again when it is gone, as a runtime
+// does after a log rotation renamed it.
 // ExecSync answers from the container's script; GetContainerEvents
 // streams created/started/stopped/deleted events for sandboxes and
 // containers, with the pod's statuses, as containerd 2 does; stats report

@@ -1,0 +1,320 @@
+package cri
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+)
+
+// Defaults of LogRotatorConfig, the kubelet's.
+const (
+	DefaultContainerLogMaxSize  = 10 * 1024 * 1024 // 10Mi
+	DefaultContainerLogMaxFiles = 5
+	DefaultLogRotatePeriod      = 10 * time.Second
+)
+
+// rotatedSuffixFormat is the time layout of the suffix a rotated log gets
+// ("<log>.20060102-150405"), the kubelet's.
+const rotatedSuffixFormat = "20060102-150405"
+
+// Suffixes of compressed rotated logs and of files being compressed.
+const (
+	gzSuffix  = ".gz"
+	tmpSuffix = ".tmp"
+)
+
+// LogRuntime is what a LogRotator needs of a CRI runtime: the running
+// containers, where their logs are, and a way to have the runtime reopen
+// a log it was writing. criapi.RuntimeService implements it.
+type LogRuntime interface {
+	// ListContainers lists the containers that match filter.
+	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+	// ContainerStatus returns a container's status, whose LogPath is
+	// the container's log file.
+	ContainerStatus(ctx context.Context, containerID string, verbose bool) (*runtimeapi.ContainerStatusResponse, error)
+	// ReopenContainerLog makes the runtime close the container's log
+	// file and create it again at its path.
+	ReopenContainerLog(ctx context.Context, containerID string) error
+}
+
+// LogRotatorConfig configures a LogRotator. The zero value of each field
+// means its default.
+type LogRotatorConfig struct {
+	// Runtime lists containers and reopens their logs. Required.
+	Runtime LogRuntime
+	// MaxSize is the size in bytes beyond which a container's log is
+	// rotated; 0 means DefaultContainerLogMaxSize (10Mi). Negative is an
+	// error: a caller that wants no rotation does not run a LogRotator.
+	MaxSize int64
+	// MaxFiles is the most files a container's log may take, the live
+	// one included; 0 means DefaultContainerLogMaxFiles (5). It must be
+	// at least 2.
+	MaxFiles int
+	// Period is how often logs are checked; 0 means
+	// DefaultLogRotatePeriod (10 s).
+	Period time.Duration
+	// Clock times the checks and names rotated files; nil means the
+	// real clock.
+	Clock clock.WithTicker
+	// Logger receives the failures of single containers, which do not
+	// stop rotation; the zero value discards them.
+	Logger logr.Logger
+}
+
+// LogRotator rotates the log files of running CRI containers as the
+// kubelet's container log manager does: a log bigger than MaxSize is
+// renamed to "<log>.<YYYYMMDD-hhmmss>" and the runtime asked to reopen
+// it; rotated files but the newest are gzipped, and the oldest removed so
+// that at most MaxFiles remain: the newest rotated file stays plain
+// text. Its methods are safe for concurrent use,
+// though rotations are meant to be run by Run alone.
+type LogRotator struct {
+	cfg LogRotatorConfig
+	log logr.Logger
+}
+
+// NewLogRotator checks and defaults cfg. It starts nothing and does no
+// I/O. It returns an error naming the field when cfg is invalid.
+func NewLogRotator(cfg LogRotatorConfig) (*LogRotator, error) {
+	if cfg.Runtime == nil {
+		return nil, errors.New("cri: LogRotatorConfig.Runtime is required")
+	}
+	switch {
+	case cfg.MaxSize == 0:
+		cfg.MaxSize = DefaultContainerLogMaxSize
+	case cfg.MaxSize < 0:
+		return nil, fmt.Errorf("cri: LogRotatorConfig.MaxSize is %d, must not be negative", cfg.MaxSize)
+	}
+	switch {
+	case cfg.MaxFiles == 0:
+		cfg.MaxFiles = DefaultContainerLogMaxFiles
+	case cfg.MaxFiles < 2:
+		return nil, fmt.Errorf("cri: LogRotatorConfig.MaxFiles is %d, must be at least 2", cfg.MaxFiles)
+	}
+	if cfg.Period == 0 {
+		cfg.Period = DefaultLogRotatePeriod
+	} else if cfg.Period < 0 {
+		return nil, fmt.Errorf("cri: LogRotatorConfig.Period is %v, must be positive", cfg.Period)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	log := cfg.Logger
+	if log.GetSink() == nil {
+		log = logr.Discard()
+	}
+	return &LogRotator{cfg: cfg, log: log}, nil
+}
+
+// Run checks the logs of running containers every Period until ctx ends,
+// then returns nil. Failures are logged and retried at the next check.
+func (r *LogRotator) Run(ctx context.Context) error {
+	t := r.cfg.Clock.NewTicker(r.cfg.Period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+			if err := r.RotateLogs(ctx); err != nil && ctx.Err() == nil {
+				r.log.Error(err, "rotating container logs")
+			}
+		}
+	}
+}
+
+// RotateLogs makes one pass over the running containers, rotating the
+// logs that grew beyond MaxSize. It blocks for the pass. It returns an
+// error only when the containers cannot be listed; the failure of one
+// container is logged and the others are still handled.
+func (r *LogRotator) RotateLogs(ctx context.Context) error {
+	cs, err := r.cfg.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{
+		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+	})
+	if err != nil {
+		return fmt.Errorf("cri: log rotation: listing containers: %w", err)
+	}
+	for _, c := range cs {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if c.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			continue // a runtime that ignores the filter
+		}
+		if err := r.rotateContainer(ctx, c.GetId()); err != nil {
+			r.log.Error(err, "rotating container log", "containerID", c.GetId())
+		}
+	}
+	return nil
+}
+
+// rotateContainer rotates one container's log when it is too big.
+func (r *LogRotator) rotateContainer(ctx context.Context, id string) error {
+	resp, err := r.cfg.Runtime.ContainerStatus(ctx, id, false)
+	if err != nil {
+		return fmt.Errorf("cri: log rotation: container status: %w", err)
+	}
+	st := resp.GetStatus()
+	if st.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		return nil // stopped since the list
+	}
+	path := st.GetLogPath()
+	if path == "" {
+		return nil
+	}
+	info, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		// Lost (removed by hand, or a reopen that failed): have the
+		// runtime create it again.
+		if err := r.cfg.Runtime.ReopenContainerLog(ctx, id); err != nil {
+			return fmt.Errorf("cri: log rotation: reopening missing log %s: %w", path, err)
+		}
+		info, err = os.Stat(path)
+	}
+	if err != nil {
+		return fmt.Errorf("cri: log rotation: %w", err)
+	}
+	if info.Size() < r.cfg.MaxSize {
+		return nil
+	}
+	if err := r.prune(path); err != nil {
+		return err
+	}
+	if err := r.compress(path); err != nil {
+		return err
+	}
+	return r.rotate(ctx, id, path)
+}
+
+// rotated returns the rotated files of the log at path, oldest first,
+// leaving out files being compressed. The timestamp suffix sorts as
+// time does.
+func rotated(path string) ([]string, error) {
+	names, err := filepath.Glob(escapeGlob(path) + ".*")
+	if err != nil {
+		return nil, fmt.Errorf("cri: log rotation: %w", err)
+	}
+	out := names[:0]
+	for _, n := range names {
+		if !strings.HasSuffix(n, tmpSuffix) {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// escapeGlob quotes the glob metacharacters of a literal path.
+func escapeGlob(p string) string {
+	var sb strings.Builder
+	for _, c := range p {
+		if strings.ContainsRune(`*?[\`, c) {
+			sb.WriteByte('\\')
+		}
+		sb.WriteRune(c)
+	}
+	return sb.String()
+}
+
+// prune removes leftover temporary files and the oldest rotated files,
+// keeping room for the one about to be rotated: MaxFiles-2 rotated files
+// remain, plus the live log and the next rotated one.
+func (r *LogRotator) prune(path string) error {
+	tmps, _ := filepath.Glob(escapeGlob(path) + ".*" + tmpSuffix)
+	var errs []error
+	for _, t := range tmps { // an interrupted compression
+		if err := os.Remove(t); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	old, err := rotated(path)
+	if err != nil {
+		return err
+	}
+	keep := r.cfg.MaxFiles - 2
+	for i := 0; i < len(old)-keep; i++ {
+		if err := os.Remove(old[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cri: log rotation: removing old logs: %w", err)
+	}
+	return nil
+}
+
+// compress gzips every rotated file of the log, before the live log is
+// rotated: the newest rotated file is thus the only plain one.
+func (r *LogRotator) compress(path string) error {
+	old, err := rotated(path)
+	if err != nil {
+		return err
+	}
+	for _, f := range old {
+		if strings.HasSuffix(f, gzSuffix) {
+			continue
+		}
+		if err := gzipFile(f); err != nil {
+			return fmt.Errorf("cri: log rotation: compressing %s: %w", f, err)
+		}
+	}
+	return nil
+}
+
+// gzipFile replaces name with name.gz, writing through a temporary file
+// so that an interruption never leaves a truncated .gz.
+func gzipFile(name string) (err error) {
+	in, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp := name + gzSuffix + tmpSuffix
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmp)
+		}
+	}()
+	zw := gzip.NewWriter(out)
+	_, cerr := io.Copy(zw, in)
+	if err := errors.Join(cerr, zw.Close(), out.Close()); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, name+gzSuffix); err != nil {
+		return err
+	}
+	return os.Remove(name)
+}
+
+// rotate renames the live log to its timestamped name and has the
+// runtime reopen it; when the runtime cannot, the rename is undone so the
+// runtime keeps writing to the path it knows.
+func (r *LogRotator) rotate(ctx context.Context, id, path string) error {
+	to := path + "." + r.cfg.Clock.Now().Format(rotatedSuffixFormat)
+	if err := os.Rename(path, to); err != nil {
+		return fmt.Errorf("cri: log rotation: %w", err)
+	}
+	if err := r.cfg.Runtime.ReopenContainerLog(ctx, id); err != nil {
+		if rerr := os.Rename(to, path); rerr != nil {
+			return fmt.Errorf("cri: log rotation: reopening log: %w (renaming back: %v)", err, rerr)
+		}
+		return fmt.Errorf("cri: log rotation: reopening log: %w", err)
+	}
+	r.log.V(2).Info("rotated container log", "containerID", id, "path", to)
+	return nil
+}
