@@ -187,6 +187,7 @@ type settings struct {
 	serving                               serving
 	eviction                              *agent.EvictionConfig
 	imageGC                               *images.GCConfig
+	shutdown                              agent.ShutdownConfig
 }
 
 // loadConfig reads and strictly decodes the KubeletConfiguration at path
@@ -307,6 +308,7 @@ func loadConfig(path string) (settings, error) {
 		return settings{}, err
 	}
 	s.serving = serving
+	s.shutdown = shutdownOf(&kc)
 	return s, nil
 }
 
@@ -444,7 +446,7 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	}
 	cfg := agent.Config{
 		NodeName: name, NodeIPs: ipStrings,
-		Allocatable: allocatable, NodeTaints: s.taints, Eviction: s.eviction, ImageGC: s.imageGC,
+		Allocatable: allocatable, NodeTaints: s.taints, Eviction: s.eviction, ImageGC: s.imageGC, Shutdown: s.shutdown,
 		RuntimeService: rt, ImageService: rt,
 		CRI: cri.Config{PodLogsDir: s.podLogsDir, PodsDir: filepath.Join(o.rootDir, "pods"),
 			ClusterDNS: s.clusterDNS, ClusterDomain: s.clusterDomain, ResolvConf: s.resolvConf},
@@ -468,6 +470,9 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 		}
 		defer stopReadOnly()
 	}
+	// With a shutdown period, a stop signal first terminates the pods.
+	ctx, stopShutdown := shutdownOnStop(ctx, a, s.shutdown, log)
+	defer stopShutdown()
 	ctx, cancel := context.WithCancel(ctx)
 	if cluster == nil {
 		defer cancel()
@@ -486,7 +491,7 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	node, err := kube.NewNode(kube.NodeConfig{
 		Client: client, Name: name, NodeIPs: ips, DaemonPort: s.port,
 		Taints: s.taints, MaxPods: s.maxPods, Reserved: s.reserved,
-		Runtime: rt, Health: a.Healthy, Events: events.Event,
+		Runtime: rt, Health: a.NodeHealth, Events: events.Event,
 		Conditions: kube.ConditionsFunc(func() kube.Pressure {
 			memory, disk, pid := a.Pressure()
 			return kube.Pressure{Memory: memory, Disk: disk, PID: pid}
