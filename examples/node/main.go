@@ -67,6 +67,8 @@
 //	evictionPressureTransitionPeriod, evictionMaxPodGracePeriod  (5m, 0)
 //	imageGCHighThresholdPercent, imageGCLowThresholdPercent, imageMinimumGCAge
 //	                           unused images removed (85, 80, 2m), every 5m
+//	shutdownGracePeriod, shutdownGracePeriodCriticalPods, shutdownGracePeriodByPodPriority
+//	                           graceful node shutdown on a stop signal (0, 0, none: off)
 //
 // Pods are admitted as the kubelet does (package admission) against the
 // host's capacity less the reserved resources, maxPods and
@@ -87,7 +89,12 @@
 // to 5s, logging "waiting for the runtime". On SIGINT, SIGTERM or SIGHUP
 // it stops cleanly: the agent, the Node's status and Lease loops and the
 // HTTP server stop, and it exits 0, leaving the pods running in the
-// runtime, as the kubelet does.
+// runtime, as the kubelet does. With shutdownGracePeriod (or
+// shutdownGracePeriodByPodPriority) set, it first terminates every pod
+// as the kubelet's graceful node shutdown does (agent.Shutdown: regular
+// pods, then critical ones, each recorded Failed with reason Terminated
+// and a DisruptionTarget condition; the Node reports NotReady with "node
+// is shutting down"), for at most that period, then stops and exits 0.
 package main
 
 import (
