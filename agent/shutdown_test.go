@@ -11,6 +11,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/runtime/cri"
@@ -194,5 +196,77 @@ func TestShutdownConfigValidated(t *testing.T) {
 		Shutdown: agent.ShutdownConfig{GracePeriod: time.Second, CriticalPodsGracePeriod: 2 * time.Second}})
 	if err == nil {
 		t.Fatal("no error")
+	}
+}
+
+// hangingStops is fakecri whose StopContainer for the pod "stuck" never
+// returns until its ctx ends, as a runtime that does not answer.
+type hangingStops struct {
+	*shutdownStops
+}
+
+func (h hangingStops) StopContainer(ctx context.Context, id string, timeout int64) error {
+	if st, err := h.Runtime.ContainerStatus(ctx, id, false); err == nil && st.Status.Labels["io.kubernetes.pod.name"] == "stuck" {
+		h.mu.Lock()
+		h.stops = append(h.stops, fmt.Sprintf("stuck:%d", timeout))
+		h.mu.Unlock()
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return h.shutdownStops.StopContainer(ctx, id, timeout)
+}
+
+// A group whose pods do not stop holds the next one back for its grace
+// period on the clock only: the critical pod is killed once the clock
+// has passed the regular pods' 20s, not before.
+func TestShutdownGroupWaitsForItsPeriodOnly(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	fake := newFake(t)
+	rec := hangingStops{&shutdownStops{Runtime: fake}}
+	dir := t.TempDir()
+	f := &fidelity{t: t, fake: fake, api: podsource.NewChannel("api", 16), history: &history{}}
+	a, err := agent.New(agent.Config{
+		NodeName: "node", RuntimeService: rec, ImageService: fake, Sources: []podsource.Source{f.api}, StatusSink: f.history,
+		CRI:      cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: filepath.Join(dir, "pods"), ResolvConf: "-"},
+		Shutdown: agent.ShutdownConfig{GracePeriod: 30 * time.Second, CriticalPodsGracePeriod: 10 * time.Second},
+		Clock:    clk,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilCleanup(t, a)
+	// The agent's relist and resyncs run on the fake clock: each poll
+	// moves it on by a second.
+	step := func(what string, cond func() bool) {
+		t.Helper()
+		eventuallyShowing(t, what, func() bool { clk.Step(time.Second); return cond() }, func() string { return fmt.Sprint(rec.list()) })
+	}
+	f.send(podsource.SET)
+	f.send(podsource.ADD, prioritized("stuck", nil, 30), prioritized("critical", ptr(int32(2000000000)), 30))
+	for _, n := range []string{"stuck", "critical"} {
+		step(n+" running", func() bool { s, ok := f.history.last(n); return ok && s.Phase == v1.PodRunning })
+	}
+	done := make(chan error, 1)
+	start := clk.Now()
+	go func() { done <- a.Shutdown(context.Background()) }()
+	eventuallyShowing(t, "stuck's stop", func() bool { return len(rec.list()) == 1 }, func() string { return fmt.Sprint(rec.list()) })
+	var at time.Time
+	step("critical's stop", func() bool {
+		if len(rec.list()) > 1 {
+			at = clk.Now()
+			return true
+		}
+		return false
+	})
+	if got := rec.list(); got[0] != "stuck:20" || got[1] != "critical:10" || at.Sub(start) < 20*time.Second {
+		t.Errorf("StopContainer calls %v, critical's %v into the shutdown; want stuck:20, then critical:10 after 20s", got, at.Sub(start))
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Errorf("Shutdown did not return")
 	}
 }
