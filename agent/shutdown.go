@@ -48,7 +48,10 @@ type ShutdownConfig struct {
 
 // ShutdownPriority is one group of ShutdownConfig.ByPodPriority.
 type ShutdownPriority struct {
-	Priority           int32
+	// Priority is the lowest pod priority of the group.
+	Priority int32
+	// GracePeriodSeconds is the group's time: each pod's grace period is
+	// capped to it, and the next group starts after it at the latest.
 	GracePeriodSeconds int64
 }
 
