@@ -64,6 +64,8 @@ func (a *Agent) addPods(pods []*v1.Pod) {
 		switch {
 		case a.workers.IsPodTerminationRequested(p.UID):
 			others = append(others, p) // it holds resources until it is gone
+		case !terminal(p.Status.Phase) && a.ShuttingDown():
+			a.reject(p, ShutdownRejectReason, ShutdownRejectMessage)
 		case !terminal(p.Status.Phase):
 			res := a.admit.Admit(admission.Attributes{Pod: p, OtherPods: others, Node: node})
 			if !res.Admit {
@@ -130,11 +132,21 @@ func (a *Agent) failedBy(uid types.UID) (status.Reason, bool) {
 	return f.Reason, ok
 }
 
+// failure returns why the agent failed the pod, if it did.
+func (a *Agent) failure(uid types.UID) (failure, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f, ok := a.failed[uid]
+	return f, ok
+}
+
 // failure is why the agent failed a pod: rejected at admission (it never
-// ran, so it never holds resources) or evicted.
+// ran, so it never holds resources), evicted, or terminated by a node
+// shutdown (disruption: the pod gets a DisruptionTarget condition).
 type failure struct {
 	status.Reason
-	rejected bool
+	rejected   bool
+	disruption bool
 }
 
 func terminal(p v1.PodPhase) bool { return p == v1.PodFailed || p == v1.PodSucceeded }

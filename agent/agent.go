@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,18 +56,26 @@ type Agent struct {
 	stats   server.StatsProvider
 	gcMu    sync.Mutex // one container collection at a time
 
-	// mu guards pods, reasons, told, failed and rtErr.
+	// mu guards pods, reasons, told, failed, stopping and rtErr.
 	mu      sync.Mutex
 	pods    map[types.UID]*v1.Pod // the desired pods, by UID
 	reasons map[types.UID]map[string]status.Reason
 	told    map[types.UID]bool    // PodTerminated succeeded with a deletionTimestamp
 	rtErr   error                 // the runtime's last Status verdict
-	failed  map[types.UID]failure // pods the agent failed itself: rejected or evicted
+	failed  map[types.UID]failure // pods the agent failed itself: rejected, evicted or shut down
+	// stopping holds the channels Shutdown waits on, closed once the
+	// pod's worker has stopped its containers.
+	stopping map[types.UID]chan struct{}
+
+	shuttingDown atomic.Bool // Shutdown was called
 }
 
 // New builds an agent from cfg. It does no I/O and starts nothing.
 func New(cfg Config) (*Agent, error) {
 	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Shutdown.validate(); err != nil {
 		return nil, err
 	}
 	a := &Agent{
@@ -77,6 +86,8 @@ func New(cfg Config) (*Agent, error) {
 		reasons: map[types.UID]map[string]status.Reason{},
 		told:    map[types.UID]bool{},
 		failed:  map[types.UID]failure{},
+
+		stopping: map[types.UID]chan struct{}{},
 	}
 	a.status = status.New(status.Config{Sink: cfg.StatusSink, Clock: cfg.Clock, Logger: cfg.Logger.WithName("status")})
 	hostIP := ""

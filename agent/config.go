@@ -124,6 +124,12 @@ type Config struct {
 	// message. Default: nil, no eviction manager; &EvictionConfig{} gives
 	// the kubelet's defaults.
 	Eviction *EvictionConfig
+	// Shutdown is how Agent.Shutdown terminates the pods when the node
+	// shuts down (the kubelet's shutdownGracePeriod,
+	// shutdownGracePeriodCriticalPods and
+	// shutdownGracePeriodByPodPriority). Default: none; Shutdown then
+	// kills nothing and returns an error.
+	Shutdown ShutdownConfig
 	// ImageGC, when set, removes unused images (images.GC) over
 	// ImageService and RuntimeService, with the image filesystem's usage
 	// from the node server's stats: every Period (5m) above

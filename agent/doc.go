@@ -114,6 +114,25 @@
 // conditions, which admission uses to refuse pods and kube.ConditionsFunc
 // can put in the node status.
 //
+// Graceful node shutdown (Config.Shutdown; Agent.Shutdown, called by the
+// embedder when the node is about to stop, while Run still runs), as the
+// kubelet's node shutdown manager does: the pods are grouped by priority
+// threshold (with GracePeriod and CriticalPodsGracePeriod: the regular
+// pods, given GracePeriod − CriticalPodsGracePeriod, then the pods of
+// priority 2000000000 and above, given CriticalPodsGracePeriod), and the
+// groups are terminated lowest first. Each pod of a group is killed
+// through its worker within its own grace period capped to the group's,
+// and recorded Failed with reason Terminated, the message "Pod was
+// terminated in response to imminent node shutdown." and a
+// DisruptionTarget condition (reason TerminationByKubelet); the next
+// group starts once the group's pods have stopped or its period has
+// passed on the clock. From the call on, NodeHealth (the kube.Node's
+// Ready) fails with "node is shutting down" and new pods are refused
+// with reason NodeShutdown. It lives in the agent rather than a package
+// of its own because it needs the agent's workers, its failure records
+// (the status it writes) and its admission; the kubelet's systemd
+// inhibitor lock, which tells it of a shutdown, is left to the embedder.
+//
 // Not here yet: mirror pods and the API server; they come with their
 // packages.
 package agent

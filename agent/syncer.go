@@ -222,6 +222,7 @@ func (a *Agent) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *runtime
 		return fmt.Errorf("agent: terminate pod %s: %d containers and %d sandboxes still run after the kill", podutil.FullName(pod), len(left.Containers), len(left.Sandboxes))
 	}
 	a.generateAt(pod, stopped, status.Stopped)
+	a.stopped(pod.UID)
 	return nil
 }
 
@@ -321,8 +322,11 @@ func (a *Agent) generateAt(pod *v1.Pod, rs *runtime.PodStatus, stage status.Stag
 		in.Previous = &prev
 	}
 	s := status.Generate(in)
-	if r, failed := a.failedBy(pod.UID); failed {
-		s.Phase, s.Reason, s.Message = v1.PodFailed, r.Reason, r.Message
+	if f, failed := a.failure(pod.UID); failed {
+		s.Phase, s.Reason, s.Message = v1.PodFailed, f.Reason.Reason, f.Message
+		if f.disruption {
+			disruptionTarget(&s, in.Previous, in.Now)
+		}
 	}
 	if !ok || prev.Phase != v1.PodRunning {
 		if s.Phase == v1.PodRunning && s.StartTime != nil {

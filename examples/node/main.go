@@ -70,6 +70,8 @@
 //	containerLogMaxSize, containerLogMaxFiles  a running container's log is
 //	                           rotated beyond the size, keeping that many files,
 //	                           the older gzipped (10Mi, 5), checked every 10s
+//	shutdownGracePeriod, shutdownGracePeriodCriticalPods, shutdownGracePeriodByPodPriority
+//	                           graceful node shutdown on a stop signal (0, 0, none: off)
 //
 // Pods are admitted as the kubelet does (package admission) against the
 // host's capacity less the reserved resources, maxPods and
@@ -90,7 +92,12 @@
 // to 5s, logging "waiting for the runtime". On SIGINT, SIGTERM or SIGHUP
 // it stops cleanly: the agent, the Node's status and Lease loops and the
 // HTTP server stop, and it exits 0, leaving the pods running in the
-// runtime, as the kubelet does.
+// runtime, as the kubelet does. With shutdownGracePeriod (or
+// shutdownGracePeriodByPodPriority) set, it first terminates every pod
+// as the kubelet's graceful node shutdown does (agent.Shutdown: regular
+// pods, then critical ones, each recorded Failed with reason Terminated
+// and a DisruptionTarget condition; the Node reports NotReady with "node
+// is shutting down"), for at most that period, then stops and exits 0.
 package main
 
 import (
@@ -192,6 +199,7 @@ type settings struct {
 	imageGC                               *images.GCConfig
 	logMaxSize                            int64 // bytes
 	logMaxFiles                           int
+	shutdown                              agent.ShutdownConfig
 }
 
 // loadConfig reads and strictly decodes the KubeletConfiguration at path
@@ -315,6 +323,7 @@ func loadConfig(path string) (settings, error) {
 		return settings{}, err
 	}
 	s.serving = serving
+	s.shutdown = shutdownOf(&kc)
 	return s, nil
 }
 
@@ -452,7 +461,7 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	}
 	cfg := agent.Config{
 		NodeName: name, NodeIPs: ipStrings,
-		Allocatable: allocatable, NodeTaints: s.taints, Eviction: s.eviction, ImageGC: s.imageGC,
+		Allocatable: allocatable, NodeTaints: s.taints, Eviction: s.eviction, ImageGC: s.imageGC, Shutdown: s.shutdown,
 		ContainerLogMaxSize: s.logMaxSize, ContainerLogMaxFiles: s.logMaxFiles,
 		RuntimeService: rt, ImageService: rt,
 		CRI: cri.Config{PodLogsDir: s.podLogsDir, PodsDir: filepath.Join(o.rootDir, "pods"),
@@ -477,6 +486,9 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 		}
 		defer stopReadOnly()
 	}
+	// With a shutdown period, a stop signal first terminates the pods.
+	ctx, stopShutdown := shutdownOnStop(ctx, a, s.shutdown, log)
+	defer stopShutdown()
 	ctx, cancel := context.WithCancel(ctx)
 	if cluster == nil {
 		defer cancel()
@@ -495,7 +507,7 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	node, err := kube.NewNode(kube.NodeConfig{
 		Client: client, Name: name, NodeIPs: ips, DaemonPort: s.port,
 		Taints: s.taints, MaxPods: s.maxPods, Reserved: s.reserved,
-		Runtime: rt, Health: a.Healthy, Events: events.Event,
+		Runtime: rt, Health: a.NodeHealth, Events: events.Event,
 		Conditions: kube.ConditionsFunc(func() kube.Pressure {
 			memory, disk, pid := a.Pressure()
 			return kube.Pressure{Memory: memory, Disk: disk, PID: pid}
