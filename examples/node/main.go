@@ -500,7 +500,7 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 		}
 		log.Info("node agent running, static pods only", "node", name, "listen", a.Addr(), "https", https, "staticPodPath", s.staticPodPath)
 		err := <-agentDone
-		log.Info("stopped; pods are left running in the runtime")
+		logStopped(log, s.shutdown)
 		return err
 	}
 	events := cluster.events
@@ -551,7 +551,7 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 		cancel()
 		errA = <-agentDone
 	}
-	log.Info("stopped; pods are left running in the runtime")
+	logStopped(log, s.shutdown)
 	return errors.Join(errA, errN)
 }
 
@@ -649,4 +649,14 @@ func logRotationOf(kc *kubeletv1beta1.KubeletConfiguration, path string) (size i
 		files = int(*kc.ContainerLogMaxFiles)
 	}
 	return size, files, nil
+}
+
+// logStopped says what a stop left behind: the pods keep running in the
+// runtime, unless a graceful node shutdown terminated them.
+func logStopped(log logr.Logger, c agent.ShutdownConfig) {
+	if shutdownPeriod(c) > 0 {
+		log.Info("stopped after the node's graceful shutdown")
+		return
+	}
+	log.Info("stopped; pods are left running in the runtime")
 }
