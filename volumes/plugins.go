@@ -13,8 +13,9 @@ import (
 type PluginConfig struct {
 	// Mounter mounts tmpfs for Memory emptyDirs and for secret,
 	// downwardAPI and projected content, and tells mount points apart
-	// on teardown. Nil means the host's mounter, mount.New("") (which
-	// runs umount --help once to learn its behaviour); tests pass
+	// on teardown. Nil means the host's mounter, mount.New("") (which,
+	// when called, runs umount on a temporary directory to learn how it
+	// behaves); tests pass
 	// mount.NewFakeMounter. See NoTmpfs for a host that may not mount.
 	Mounter mount.Interface
 	// NoTmpfs keeps every volume on the disk, for an agent that may not
@@ -24,9 +25,9 @@ type PluginConfig struct {
 	// error saying so. Default false: tmpfs through Mounter.
 	NoTmpfs bool
 	// Objects gives the configMaps and secrets of configMap, secret and
-	// projected volumes. Nil: the configMap and secret plugins are left
-	// out, and a projected volume showing a configMap or secret fails to
-	// set up.
+	// projected volumes. Nil: NewConfigMap and NewSecret fail,
+	// DefaultPlugins leaves those two plugins out, and a projected
+	// volume showing a configMap or secret fails to set up.
 	Objects ObjectGetter
 	// Tokens gives projected service-account tokens. Nil: a projected
 	// volume asking for one fails to set up.
