@@ -20,7 +20,7 @@ func benchConfigMap(b *testing.B) (*volumes.ConfigMap, *v1.Pod) {
 	}
 	objs := &volumes.Objects{}
 	objs.SetConfigMap(cm("bench", data))
-	p, err := volumes.NewConfigMap(objs, nil)
+	p, err := volumes.NewConfigMap(volumes.PluginConfig{Objects: objs})
 	if err != nil {
 		b.Fatal(err)
 	}

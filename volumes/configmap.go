@@ -23,16 +23,14 @@ type ConfigMap struct {
 var _ Plugin = (*ConfigMap)(nil)
 
 // NewConfigMap returns the configMap plugin reading configMaps from
-// objects. clk names the generations of the volume's files; nil means
-// the real clock.
-func NewConfigMap(objects ObjectGetter, clk clock.PassiveClock) (*ConfigMap, error) {
-	if objects == nil {
-		return nil, errors.New("volumes: NewConfigMap: an ObjectGetter is required")
+// cfg.Objects; cfg.Clock names the generations of the volume's files
+// (nil: the real clock). It mounts nothing: Mounter and NoTmpfs are not
+// used. The error says cfg.Objects is nil, the only way it fails.
+func NewConfigMap(cfg PluginConfig) (*ConfigMap, error) {
+	if cfg.Objects == nil {
+		return nil, errors.New("volumes: NewConfigMap: PluginConfig.Objects is required")
 	}
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
-	return &ConfigMap{objects: objects, clock: clk}, nil
+	return &ConfigMap{objects: cfg.Objects, clock: cfg.clock()}, nil
 }
 
 // Name is "kubernetes.io/configmap".

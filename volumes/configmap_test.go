@@ -26,7 +26,7 @@ func configMapVolume(name string, src v1.ConfigMapVolumeSource) v1.Volume {
 
 func configMapPlugin(t *testing.T, objs *volumes.Objects) *volumes.ConfigMap {
 	t.Helper()
-	p, err := volumes.NewConfigMap(objs, clocktesting.NewFakePassiveClock(testTime))
+	p, err := volumes.NewConfigMap(volumes.PluginConfig{Objects: objs, Clock: clocktesting.NewFakePassiveClock(testTime)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestConfigMapPluginBasics(t *testing.T) {
 	if got, want := p.Attributes(&vol), (volumes.Attributes{Managed: true, ReadOnly: true, Refresh: true}); got != want {
 		t.Errorf("Attributes = %+v, want %+v", got, want)
 	}
-	if _, err := volumes.NewConfigMap(nil, nil); err == nil {
+	if _, err := volumes.NewConfigMap(volumes.PluginConfig{}); err == nil {
 		t.Error("NewConfigMap(nil) succeeded")
 	}
 }
@@ -103,7 +103,7 @@ func TestConfigMapItems(t *testing.T) {
 func TestConfigMapUpdate(t *testing.T) {
 	objs := objectsWith(cm("settings", map[string]string{"a": "1", "b": "2"}))
 	clk := clocktesting.NewFakePassiveClock(testTime)
-	p, err := volumes.NewConfigMap(objs, clk)
+	p, err := volumes.NewConfigMap(volumes.PluginConfig{Objects: objs, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func (g failingGetter) GetSecret(context.Context, string, string) (*v1.Secret, e
 // getter fails SetUp.
 func TestConfigMapGetterFailure(t *testing.T) {
 	unavailable := errors.New("apiserver unavailable")
-	p, err := volumes.NewConfigMap(failingGetter{unavailable}, nil)
+	p, err := volumes.NewConfigMap(volumes.PluginConfig{Objects: failingGetter{unavailable}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -173,10 +173,11 @@ func keyItems(paths []string) []v1.KeyToPath {
 
 func TestContentPluginsAttributes(t *testing.T) {
 	objs := &volumes.Objects{}
-	cmP, _ := volumes.NewConfigMap(objs, nil)
-	secP, _ := volumes.NewSecret(objs, nil, nil)
-	dwP, _ := volumes.NewDownwardAPI(nil, nil, nil)
-	prP, _ := volumes.NewProjected(objs, nil, nil, nil, nil)
+	cfg := volumes.PluginConfig{Objects: objs, NoTmpfs: true}
+	cmP, _ := volumes.NewConfigMap(cfg)
+	secP, _ := volumes.NewSecret(cfg)
+	dwP := volumes.NewDownwardAPI(cfg)
+	prP := volumes.NewProjected(cfg)
 	vols := map[string]v1.Volume{
 		"kubernetes.io/configmap":    configMapVolume("v", v1.ConfigMapVolumeSource{}),
 		"kubernetes.io/secret":       secretVolume("v", v1.SecretVolumeSource{}),

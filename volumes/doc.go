@@ -117,7 +117,22 @@
 // Secret, downwardAPI and projected content lives on a tmpfs mounted on
 // the volume directory through an injected mount.Interface
 // (k8s.io/mount-utils), which TearDown unmounts before removing the
-// directory; configMaps stay on the disk. Objects is an in-memory
+// directory; configMaps stay on the disk.
+//
+// Every built-in plugin is built from one PluginConfig (Mounter,
+// Objects, Tokens, Allocatable, Clock, NoTmpfs), as DefaultPlugins
+// builds them: NewEmptyDir(cfg), NewHostPath(), NewConfigMap(cfg),
+// NewSecret(cfg), NewDownwardAPI(cfg), NewProjected(cfg). Only
+// NewConfigMap and NewSecret fail, when cfg.Objects is nil. A nil
+// Mounter means the host's, mount.New(""), for all of them;
+// NoTmpfs keeps everything on the disk for an agent that may not
+// mount (a Memory emptyDir then fails to set up). For example:
+//
+//	cfg := volumes.PluginConfig{Objects: objects, Clock: clk}
+//	secrets, err := volumes.NewSecret(cfg) // tmpfs through mount.New("")
+//	plugins := append(volumes.DefaultPlugins(cfg), mine)
+//
+// Objects is an in-memory
 // ObjectGetter, and volumestest.Tokens an in-memory TokenGetter.
 // Projected tokens are cached and asked for again at 80% of their
 // lifetime or after 24 hours, a failed refresh keeping the cached token
@@ -144,7 +159,7 @@
 //     whatever their volumeMount says, as the kubelet mounts them
 //     (Manager.MountReadOnly, which runtime/cri asks).
 //   - The tmpfs has the kernel's default size and no noswap option; the
-//     kubelet sizes it to the pod's memory limit. A nil mount.Interface
+//     kubelet sizes it to the pod's memory limit. PluginConfig.NoTmpfs
 //     keeps the files on the disk, for agents that may not mount.
 //   - clusterTrustBundle and podCertificate projections are refused with
 //     an error; the user and defaultUser fields (alpha in the kubelet,

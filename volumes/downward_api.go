@@ -12,7 +12,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
-	mount "k8s.io/mount-utils"
 	"k8s.io/utils/clock"
 )
 
@@ -31,17 +30,16 @@ type DownwardAPI struct {
 
 var _ Plugin = (*DownwardAPI)(nil)
 
-// NewDownwardAPI returns the downwardAPI plugin. allocatable is the
+// NewDownwardAPI returns the downwardAPI plugin. cfg.Allocatable is the
 // node's allocatable resources: a resourceFieldRef to a container's cpu,
 // memory or ephemeral-storage limit that the container does not set
-// shows the node's allocatable amount, as in the kubelet (nil shows 0).
-// mounter mounts the tmpfs (nil keeps the files on the disk); clk names
-// the generations of the files (nil means the real clock).
-func NewDownwardAPI(mounter mount.Interface, allocatable v1.ResourceList, clk clock.PassiveClock) (*DownwardAPI, error) {
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
-	return &DownwardAPI{mem: memoryDir{mounter: mounter}, allocatable: allocatable.DeepCopy(), clock: clk}, nil
+// shows the node's allocatable amount, as in the kubelet (nil shows 0);
+// it is copied. cfg.Mounter mounts the tmpfs (nil: the host's mounter;
+// with cfg.NoTmpfs the files stay on the disk); cfg.Clock names the
+// generations of the files (nil: the real clock). Objects and Tokens
+// are not used.
+func NewDownwardAPI(cfg PluginConfig) *DownwardAPI {
+	return &DownwardAPI{mem: memoryDir{mounter: cfg.mounter()}, allocatable: cfg.Allocatable.DeepCopy(), clock: cfg.clock()}
 }
 
 // Name is "kubernetes.io/downward-api".

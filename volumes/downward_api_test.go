@@ -21,10 +21,7 @@ var allocatable = v1.ResourceList{
 func downwardPlugin(t *testing.T) (*volumes.DownwardAPI, *fakeMounterT) {
 	t.Helper()
 	fm := fakeMounter()
-	p, err := volumes.NewDownwardAPI(fm, allocatable, clocktesting.NewFakePassiveClock(testTime))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := volumes.NewDownwardAPI(volumes.PluginConfig{Mounter: fm, Allocatable: allocatable, Clock: clocktesting.NewFakePassiveClock(testTime)})
 	return p, fm
 }
 

@@ -36,10 +36,12 @@ type EmptyDir struct {
 var _ Plugin = (*EmptyDir)(nil)
 
 // NewEmptyDir returns the emptyDir plugin, mounting tmpfs through
-// mounter. With a nil mounter (an agent that may not mount) a Memory
-// emptyDir fails to set up with an error saying so, as the kubelet's
-// does; other emptyDirs work.
-func NewEmptyDir(mounter mount.Interface) *EmptyDir { return &EmptyDir{mounter: mounter} }
+// cfg.Mounter (nil: the host's mounter). With cfg.NoTmpfs (an agent
+// that may not mount) a Memory emptyDir fails to set up with an error
+// saying so, as the kubelet's does; other emptyDirs work. Only Mounter
+// and NoTmpfs of cfg are used. It does no I/O but mount.New's probe
+// when cfg.Mounter is nil.
+func NewEmptyDir(cfg PluginConfig) *EmptyDir { return &EmptyDir{mounter: cfg.mounter()} }
 
 // Name implements Plugin.
 func (*EmptyDir) Name() string { return EmptyDirPluginName }
@@ -61,7 +63,7 @@ func (e *EmptyDir) SetUp(_ context.Context, req *Request) (string, error) {
 		return "", fmt.Errorf("emptyDir medium %q is not supported", medium)
 	}
 	if medium == v1.StorageMediumMemory && e.mounter == nil {
-		return "", errors.New("memory storage requested, but no mounter is configured")
+		return "", errors.New("memory storage requested, but no mounter is configured (PluginConfig.NoTmpfs is set)")
 	}
 	if err := os.MkdirAll(req.Dir, emptyDirPerm); err != nil {
 		return "", err

@@ -49,7 +49,7 @@ func TestEmptyDirMemorySize(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fm := mount.NewFakeMounter(nil)
-			e := volumes.NewEmptyDir(fm)
+			e := volumes.NewEmptyDir(volumes.PluginConfig{Mounter: fm})
 			pod, v := memoryPod(tc.sizeLimit, tc.limits...)
 			dir := filepath.Join(t.TempDir(), "mem")
 			got, err := e.SetUp(context.Background(), &volumes.Request{Pod: pod, Volume: v, Dir: dir})
@@ -83,7 +83,7 @@ func TestEmptyDirMemorySize(t *testing.T) {
 func TestEmptyDirOnDisk(t *testing.T) {
 	old := unix.Umask(0o077)
 	defer unix.Umask(old)
-	e := volumes.NewEmptyDir(mount.NewFakeMounter(nil))
+	e := volumes.NewEmptyDir(volumes.PluginConfig{Mounter: mount.NewFakeMounter(nil)})
 	pod := podWith("web", []v1.Volume{emptyDir("cache")}, mountOf("cache"))
 	dir := filepath.Join(t.TempDir(), "cache")
 	if _, err := e.SetUp(context.Background(), &volumes.Request{Pod: pod, Volume: &pod.Spec.Volumes[0], Dir: dir}); err != nil {
@@ -121,7 +121,7 @@ func TestEmptyDirRealTmpfs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a tmpfs needs root; the fake mounter's tests cover the rest")
 	}
-	e := volumes.NewEmptyDir(mount.New(""))
+	e := volumes.NewEmptyDir(volumes.PluginConfig{Mounter: mount.New("")})
 	pod, v := memoryPod("4Mi", "")
 	dir := filepath.Join(t.TempDir(), "mem")
 	if _, err := e.SetUp(context.Background(), &volumes.Request{Pod: pod, Volume: v, Dir: dir}); err != nil {
@@ -149,7 +149,7 @@ func TestEmptyDirRealTmpfs(t *testing.T) {
 // Without a mounter, a Memory emptyDir fails to set up with an error
 // (it does not panic the agent), and an emptyDir on disk works.
 func TestEmptyDirWithoutMounter(t *testing.T) {
-	e := volumes.NewEmptyDir(nil)
+	e := volumes.NewEmptyDir(volumes.PluginConfig{NoTmpfs: true})
 	pod, v := memoryPod("4Mi", "")
 	dir := filepath.Join(t.TempDir(), "mem")
 	_, err := e.SetUp(context.Background(), &volumes.Request{Pod: pod, Volume: v, Dir: dir})

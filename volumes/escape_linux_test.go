@@ -47,7 +47,7 @@ func outsideDir(t *testing.T) (dir, keep string) {
 // fails naming the mount point.
 func TestEmptyDirTearDownCrossesNoMountPoint(t *testing.T) {
 	outside, keep := outsideDir(t)
-	e := volumes.NewEmptyDir(mount.New(""))
+	e := volumes.NewEmptyDir(volumes.PluginConfig{Mounter: mount.New("")})
 	dir := filepath.Join(t.TempDir(), "cache")
 	pod := testPod(emptyDir("cache"))
 	if _, err := e.SetUp(context.Background(), &volumes.Request{Pod: pod, Volume: &pod.Spec.Volumes[0], Dir: dir}); err != nil {
@@ -103,7 +103,7 @@ func TestContentTearDownCrossesNoMountPoint(t *testing.T) {
 // has no mounter.
 func TestTearDownOfABindMountedVolumeDir(t *testing.T) {
 	objs := objectsWith(cm("cfg", map[string]string{"k": "v"}))
-	plugins := map[string]volumes.Plugin{"configMap": configMapPlugin(t, objs), "emptyDir without a mounter": volumes.NewEmptyDir(nil)}
+	plugins := map[string]volumes.Plugin{"configMap": configMapPlugin(t, objs), "emptyDir without a mounter": volumes.NewEmptyDir(volumes.PluginConfig{NoTmpfs: true})}
 	for name, p := range plugins {
 		t.Run(name, func(t *testing.T) {
 			outside, keep := outsideDir(t)

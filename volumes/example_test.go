@@ -27,7 +27,7 @@ func Example_configMap() {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-config"},
 		Data:       map[string]string{"greeting": "hello", "color": "blue"},
 	})
-	plugin, err := volumes.NewConfigMap(objects, nil)
+	plugin, err := volumes.NewConfigMap(volumes.PluginConfig{Objects: objects})
 	if err != nil {
 		fmt.Println(err)
 		return

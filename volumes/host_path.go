@@ -24,25 +24,26 @@ const HostPathPluginName = "kubernetes.io/host-path"
 // files. Safe for concurrent use.
 type HostPath struct{}
 
-var _ Plugin = HostPath{}
+var _ Plugin = (*HostPath)(nil)
 
-// NewHostPath returns the hostPath plugin.
-func NewHostPath() HostPath { return HostPath{} }
+// NewHostPath returns the hostPath plugin. It needs nothing from a
+// PluginConfig: it mounts nothing and reads no object.
+func NewHostPath() *HostPath { return &HostPath{} }
 
 // Name implements Plugin.
-func (HostPath) Name() string { return HostPathPluginName }
+func (*HostPath) Name() string { return HostPathPluginName }
 
 // CanSupport implements Plugin: volumes with a hostPath source.
-func (HostPath) CanSupport(v *v1.Volume) bool { return v.HostPath != nil }
+func (*HostPath) CanSupport(v *v1.Volume) bool { return v.HostPath != nil }
 
 // Attributes implements Plugin: not managed.
-func (HostPath) Attributes(*v1.Volume) Attributes { return Attributes{} }
+func (*HostPath) Attributes(*v1.Volume) Attributes { return Attributes{} }
 
 // SetUp implements Plugin. Errors are the kubelet's: "invalid HostPath
 // `p`: must not contain '..'", "hostPath type check failed: p is not a
 // directory, it's a File", "... unable to determine its type: path "p"
 // does not exist", "X is an invalid volume type".
-func (HostPath) SetUp(_ context.Context, req *Request) (string, error) {
+func (*HostPath) SetUp(_ context.Context, req *Request) (string, error) {
 	p := req.Volume.HostPath.Path
 	if slices.Contains(strings.Split(p, "/"), "..") {
 		return "", fmt.Errorf("invalid HostPath `%s`: must not contain '..'", p)
@@ -61,7 +62,7 @@ func (HostPath) SetUp(_ context.Context, req *Request) (string, error) {
 }
 
 // TearDown implements Plugin: nothing to undo on the host.
-func (HostPath) TearDown(context.Context, string) error { return nil }
+func (*HostPath) TearDown(context.Context, string) error { return nil }
 
 // checkHostPathType checks p against typ, creating it for the OrCreate
 // types, as the kubelet's hostPath type checker.

@@ -292,7 +292,7 @@ func TestFailedSetUpIsReportedAndRetriedWithBackOff(t *testing.T) {
 
 func TestSlowSetUpHoldsBackOnlyItsPod(t *testing.T) {
 	s := &scripted{hold: make(chan struct{})}
-	h := newHarness(t, s, volumes.NewEmptyDir(mount.NewFakeMounter(nil)))
+	h := newHarness(t, s, volumes.NewEmptyDir(volumes.PluginConfig{Mounter: mount.NewFakeMounter(nil)}))
 	slow := podWith("slow", []v1.Volume{gitRepo("src")}, mountOf("src"))
 	fast := podWith("fast", []v1.Volume{emptyDir("cache")}, mountOf("cache"))
 	h.m.AddPod(slow)

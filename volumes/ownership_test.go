@@ -37,7 +37,7 @@ func TestFSGroupOnManagedVolumes(t *testing.T) {
 	}
 	ro := &scripted{attrs: volumes.Attributes{Managed: true, ReadOnly: true}}
 	fm := newHarness(t).mounter
-	h := newHarness(t, volumes.NewEmptyDir(fm), volumes.NewHostPath(), ro)
+	h := newHarness(t, volumes.NewEmptyDir(volumes.PluginConfig{Mounter: fm}), volumes.NewHostPath(), ro)
 	host := t.TempDir()
 	pod := fsGroupPod("fsg", nil, emptyDir("cache"), gitRepo("src"), hostPathVol("host", host, v1.HostPathDirectory))
 	h.m.AddPod(pod)

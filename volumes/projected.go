@@ -2,13 +2,11 @@ package volumes
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
-	mount "k8s.io/mount-utils"
 	"k8s.io/utils/clock"
 )
 
@@ -36,25 +34,26 @@ type Projected struct {
 
 var _ Plugin = (*Projected)(nil)
 
-// NewProjected returns the projected plugin: configMaps and
-// secrets come from objects, tokens from tokens (nil refuses
-// serviceAccountToken sources), the tmpfs is mounted with mounter (nil
-// keeps the files on the disk), allocatable is the node's allocatable
-// resources for downwardAPI resourceFieldRefs (see NewDownwardAPI),
-// and clk tells token lifetimes and names the generations of the files
-// (nil means the real clock).
-func NewProjected(objects ObjectGetter, tokens TokenGetter, mounter mount.Interface, allocatable v1.ResourceList, clk clock.PassiveClock) (*Projected, error) {
+// NewProjected returns the projected plugin: configMaps and secrets
+// come from cfg.Objects (nil: a configMap or secret source fails to set
+// up), tokens from cfg.Tokens (nil: a serviceAccountToken source fails
+// to set up), the tmpfs is mounted with cfg.Mounter (nil: the host's
+// mounter; with cfg.NoTmpfs the files stay on the disk),
+// cfg.Allocatable is the node's allocatable resources for downwardAPI
+// resourceFieldRefs (see NewDownwardAPI), and cfg.Clock tells token
+// lifetimes and names the generations of the files (nil: the real
+// clock).
+func NewProjected(cfg PluginConfig) *Projected {
+	objects := cfg.Objects
 	if objects == nil {
-		return nil, errors.New("volumes: NewProjected: an ObjectGetter is required")
+		objects = noObjects{}
 	}
-	if clk == nil {
-		clk = clock.RealClock{}
+	clk := cfg.clock()
+	p := &Projected{objects: objects, mem: memoryDir{mounter: cfg.mounter()}, allocatable: cfg.Allocatable.DeepCopy(), clock: clk}
+	if cfg.Tokens != nil {
+		p.tokens = newTokenCache(cfg.Tokens, clk)
 	}
-	p := &Projected{objects: objects, mem: memoryDir{mounter: mounter}, allocatable: allocatable.DeepCopy(), clock: clk}
-	if tokens != nil {
-		p.tokens = newTokenCache(tokens, clk)
-	}
-	return p, nil
+	return p
 }
 
 // Name is "kubernetes.io/projected".

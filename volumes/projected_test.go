@@ -30,11 +30,7 @@ func newProjected(t *testing.T) *projectedEnv {
 	t.Helper()
 	e := &projectedEnv{objs: &volumes.Objects{}, clock: clocktesting.NewFakePassiveClock(testTime), fm: fakeMounter()}
 	e.tokens = &volumestest.Tokens{Clock: e.clock}
-	p, err := volumes.NewProjected(e.objs, e.tokens, e.fm, allocatable, e.clock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.p = p
+	e.p = volumes.NewProjected(volumes.PluginConfig{Objects: e.objs, Tokens: e.tokens, Mounter: e.fm, Allocatable: allocatable, Clock: e.clock})
 	return e
 }
 
@@ -174,11 +170,8 @@ func TestProjectedTokenModeWithFSGroup(t *testing.T) {
 }
 
 func TestProjectedNoTokenGetter(t *testing.T) {
-	p, err := volumes.NewProjected(&volumes.Objects{}, nil, nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = setUp(t, p, testPod(projectedVolume("tok", tokenSource("token", "", 3600))))
+	p := volumes.NewProjected(volumes.PluginConfig{Objects: &volumes.Objects{}, NoTmpfs: true})
+	_, err := setUp(t, p, testPod(projectedVolume("tok", tokenSource("token", "", 3600))))
 	checkErr(t, err, nil, "sources[0].serviceAccountToken", "no TokenGetter")
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-	mount "k8s.io/mount-utils"
 	"k8s.io/utils/clock"
 )
 
@@ -24,19 +23,16 @@ type Secret struct {
 
 var _ Plugin = (*Secret)(nil)
 
-// NewSecret returns the secret plugin reading secrets from objects
-// and mounting tmpfs with mounter (mount.New("") on a host,
-// mount.NewFakeMounter in tests). A nil mounter keeps the files on the
-// disk, for hosts where the agent may not mount. clk names the
-// generations of the volume's files; nil means the real clock.
-func NewSecret(objects ObjectGetter, mounter mount.Interface, clk clock.PassiveClock) (*Secret, error) {
-	if objects == nil {
-		return nil, errors.New("volumes: NewSecret: an ObjectGetter is required")
+// NewSecret returns the secret plugin reading secrets from cfg.Objects
+// and mounting tmpfs with cfg.Mounter (nil: the host's mounter); with
+// cfg.NoTmpfs the files stay on the disk. cfg.Clock names the
+// generations of the volume's files (nil: the real clock). The error
+// says cfg.Objects is nil, the only way it fails.
+func NewSecret(cfg PluginConfig) (*Secret, error) {
+	if cfg.Objects == nil {
+		return nil, errors.New("volumes: NewSecret: PluginConfig.Objects is required")
 	}
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
-	return &Secret{objects: objects, mem: memoryDir{mounter: mounter}, clock: clk}, nil
+	return &Secret{objects: cfg.Objects, mem: memoryDir{mounter: cfg.mounter()}, clock: cfg.clock()}, nil
 }
 
 // Name is "kubernetes.io/secret".

@@ -32,7 +32,7 @@ func secret(name string, data map[string]string) *v1.Secret {
 
 func secretPlugin(t *testing.T, objs *volumes.Objects, fm mount.Interface) *volumes.Secret {
 	t.Helper()
-	p, err := volumes.NewSecret(objs, fm, clocktesting.NewFakePassiveClock(testTime))
+	p, err := volumes.NewSecret(volumes.PluginConfig{Objects: objs, Mounter: fm, Clock: clocktesting.NewFakePassiveClock(testTime)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func TestSecretRealTmpfs(t *testing.T) {
 	}
 	objs := &volumes.Objects{}
 	objs.SetSecret(secret("creds", map[string]string{"k": "v"}))
-	p, err := volumes.NewSecret(objs, mount.New(""), nil)
+	p, err := volumes.NewSecret(volumes.PluginConfig{Objects: objs, Mounter: mount.New("")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,5 +61,51 @@ func TestSecretRealTmpfs(t *testing.T) {
 	}
 	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
 		t.Errorf("after TearDown: %v, want the directory gone", err)
+	}
+}
+
+// A PluginConfig without a Mounter means the host's mounter for every
+// plugin that mounts: a Memory emptyDir and a secret both land on a real
+// tmpfs.
+func TestPluginConfigNilMounterIsTheHosts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	objs := &volumes.Objects{}
+	objs.SetSecret(secret("creds", map[string]string{"k": "v"}))
+	cfg := volumes.PluginConfig{Objects: objs}
+	sec, err := volumes.NewSecret(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, _ := memoryPod("4Mi", "")
+	cases := []struct {
+		p   volumes.Plugin
+		pod *v1.Pod
+	}{
+		{volumes.NewEmptyDir(cfg), mem},
+		{sec, testPod(secretVolume("creds", v1.SecretVolumeSource{SecretName: "creds"}))},
+	}
+	for _, c := range cases {
+		t.Run(c.p.Name(), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "vol")
+			t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+			if _, err := update(c.p, c.pod, dir, false); err != nil {
+				if strings.Contains(err.Error(), "mount") && strings.Contains(err.Error(), "permitted") {
+					t.Skipf("cannot mount here: %v", err)
+				}
+				t.Fatal(err)
+			}
+			var st unix.Statfs_t
+			if err := unix.Statfs(dir, &st); err != nil {
+				t.Fatal(err)
+			}
+			if st.Type != unix.TMPFS_MAGIC {
+				t.Errorf("%s is on file system type %#x, want tmpfs", dir, st.Type)
+			}
+			if err := c.p.TearDown(context.Background(), dir); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -30,8 +30,8 @@ func TestBuiltInPluginsConform(t *testing.T) {
 		p volumes.Plugin
 		v v1.Volume
 	}{
-		{volumes.NewEmptyDir(mount.NewFakeMounter(nil)), v1.Volume{Name: "cache", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}},
-		{volumes.NewEmptyDir(mount.NewFakeMounter(nil)), v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}},
+		{volumes.NewEmptyDir(volumes.PluginConfig{Mounter: mount.NewFakeMounter(nil)}), v1.Volume{Name: "cache", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}},
+		{volumes.NewEmptyDir(volumes.PluginConfig{Mounter: mount.NewFakeMounter(nil)}), v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}},
 		{volumes.NewHostPath(), v1.Volume{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: t.TempDir(), Type: &typ}}}},
 		{volumestest.New("example.com/fake", func(*v1.Volume) bool { return true }, volumes.Attributes{}), v1.Volume{Name: "f"}},
 	} {
