@@ -46,15 +46,7 @@ func runStaticNode(t *testing.T, extra string) (*stopTimeouts, string) {
 		t.Fatal(err)
 	}
 	rec := &stopTimeouts{Runtime: fake}
-	endpoint := "unix://" + filepath.Join(dir, "cri.sock")
-	lis, err := fakecri.ListenUnix(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	criCtx, stopCRI := context.WithCancel(context.Background())
-	criDone := make(chan error, 1)
-	go func() { criDone <- fakecri.NewServer(rec, fake).Serve(criCtx, lis) }()
-	t.Cleanup(func() { stopCRI(); <-criDone })
+	endpoint := serveFakeCRI(t, dir, fake, rec)
 	manifests := filepath.Join(dir, "manifests")
 	writeFile(t, filepath.Join(manifests, "web.yaml"), `apiVersion: v1
 kind: Pod

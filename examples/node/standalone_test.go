@@ -24,15 +24,7 @@ func TestRunWithoutKubeconfigRunsStaticPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	endpoint := "unix://" + filepath.Join(dir, "cri.sock")
-	lis, err := fakecri.ListenUnix(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	criCtx, stopCRI := context.WithCancel(context.Background())
-	criDone := make(chan error, 1)
-	go func() { criDone <- fakecri.NewServer(fake, fake).Serve(criCtx, lis) }()
-	t.Cleanup(func() { stopCRI(); <-criDone })
+	endpoint := serveFakeCRI(t, dir, fake, nil)
 
 	manifests := filepath.Join(dir, "manifests")
 	writeFile(t, filepath.Join(manifests, "web.yaml"), `apiVersion: v1
