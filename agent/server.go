@@ -3,7 +3,10 @@ package agent
 import (
 	"crypto/tls"
 	"net/http"
+	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit/server"
@@ -32,7 +35,8 @@ type ServerConfig struct {
 
 // Handler serves the node's HTTP API (package server): /healthz ("ok",
 // or 500 with the reason), /pods (a v1.PodList), /metrics (Prometheus
-// text from the agent's registry), /runningpods/, /configz,
+// text from the agent's registry), /metrics/probes (its prober_*
+// families alone, as the kubelet serves them), /runningpods/, /configz,
 // /containerLogs, /stats/summary and /metrics/resource, and /exec,
 // /attach and /portForward through Config.RuntimeService. Each read-only path answers GET and HEAD; other
 // methods get 405 with an Allow header, and a request body over
@@ -41,9 +45,10 @@ type ServerConfig struct {
 func (a *Agent) Handler() http.Handler { return a.server.Handler() }
 
 // ReadOnlyHandler serves the kubelet's read-only port over the agent:
-// /healthz, /pods, /metrics, /stats/summary and /metrics/resource without
-// authentication; see server.Server.ReadOnlyHandler. The agent does not
-// listen for it: serve it with server.NewHTTPServer.
+// /healthz, /pods, /metrics, /metrics/probes, /stats/summary and
+// /metrics/resource without authentication; see
+// server.Server.ReadOnlyHandler. The agent does not listen for it: serve
+// it with server.NewHTTPServer.
 func (a *Agent) ReadOnlyHandler() http.Handler { return a.server.ReadOnlyHandler() }
 
 // PodByName returns the spec of the pod namespace/name the agent runs
@@ -71,6 +76,7 @@ func (a *Agent) newServer() (*server.Server, error) {
 		Runtime:       a.rt,
 		Healthy:       a.Healthy,
 		Metrics:       a.cfg.Registry,
+		ProbeMetrics:  proberMetrics(a.cfg.Registry),
 		Configz:       a.cfg.Server.Configz,
 		Authenticator: a.cfg.Server.Authenticator,
 		Authorizer:    a.cfg.Server.Authorizer,
@@ -93,6 +99,23 @@ func (a *Agent) newServer() (*server.Server, error) {
 	}
 	a.stats = cfg.Stats
 	return server.New(cfg)
+}
+
+// proberMetrics gathers the prober_* families of g alone, for
+// /metrics/probes: the probes register prober_probe_total and
+// prober_probe_duration_seconds on the agent's registry, so /metrics
+// carries them too (where the kubelet's does not).
+func proberMetrics(g prometheus.Gatherer) prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		all, err := g.Gather()
+		var probes []*dto.MetricFamily
+		for _, mf := range all {
+			if strings.HasPrefix(mf.GetName(), "prober_") {
+				probes = append(probes, mf)
+			}
+		}
+		return probes, err
+	})
 }
 
 // newHTTPServer returns the server Run starts on Config.Listen, bounded by

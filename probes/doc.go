@@ -56,6 +56,8 @@
 // the gRPC grpc.health.v1 Check with an optional service name.
 //
 // Metrics: prober_probe_total and prober_probe_duration_seconds, the
-// kubelet's names and labels except pod_uid, which nodekit keeps out of
-// label values.
+// kubelet's names, types and labels except pod_uid, which nodekit keeps
+// out of label values; the histogram has the kubelet's buckets (the
+// Prometheus defaults, 5ms to 10s). The agent serves them on the node
+// server's /metrics/probes.
 package probes

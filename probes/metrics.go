@@ -23,8 +23,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"probe_type", "result", "container", "pod", "namespace"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Subsystem: "prober", Name: "probe_duration_seconds",
-			Help:    "Duration in seconds for a probe response.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+			Help: "Duration in seconds for a probe response.",
+			// The kubelet's leaves its buckets unset: the defaults.
+			Buckets: prometheus.DefBuckets,
 		}, []string{"probe_type", "container", "pod", "namespace"}),
 	}
 	if reg != nil {

@@ -256,6 +256,7 @@ func TestRequestAttributes(t *testing.T) {
 		{"GET", "/configz", "get", []string{"configz", "proxy"}},
 		{"GET", "/stats/summary", "get", []string{"stats"}},
 		{"GET", "/metrics/resource", "get", []string{"metrics"}},
+		{"GET", "/metrics/probes", "get", []string{"metrics"}},
 		{"GET", "/logs/syslog", "get", []string{"log"}},
 		{"GET", "/containerLogs/ns/p/c", "get", []string{"proxy"}},
 		{"POST", "/exec/ns/p/c", "create", []string{"proxy"}},

@@ -78,6 +78,12 @@ type Config struct {
 	Healthy func() error
 	// Metrics is served on /metrics. Default: an empty registry.
 	Metrics prometheus.Gatherer
+	// ProbeMetrics is served on /metrics/probes, as the kubelet serves its
+	// prober metrics (prober_probe_total, prober_probe_duration_seconds)
+	// apart from the rest; the server serves every family it gathers, so
+	// it should hold those alone. Default: none, and /metrics/probes
+	// answers 404.
+	ProbeMetrics prometheus.Gatherer
 	// Configz returns the node's configuration, served on /configz as
 	// {"kubeletconfig": <value>} like the kubelet's; the value is encoded
 	// as JSON. Default: none, and /configz answers 404.

@@ -7,6 +7,8 @@
 //	/runningpods/               the runtime's running pods, a v1.PodList of
 //	                            names, UIDs, container names and images
 //	/metrics                    Prometheus text of Config.Metrics
+//	/metrics/probes             Prometheus text of Config.ProbeMetrics, the
+//	                            prober metrics (404 without it)
 //	/configz                    {"kubeletconfig": Config.Configz()}
 //	/stats/summary              the node's and pods' resource figures (the
 //	                            kubelet's Summary API, stats/v1alpha1)
@@ -130,7 +132,12 @@
 //	lis, err := net.Listen("tcp", ":10250")
 //	err = srv.Serve(ctx, lis, tlsCfg) // until ctx ends
 //
-// Not here: /stats/ other than summary, /metrics/cadvisor,
-// /metrics/probes, /logs (the node's own logs), /checkpoint, /run,
+// /metrics/probes serves the prober metrics apart from /metrics, as the
+// kubelet does (prober_probe_total, prober_probe_duration_seconds): the
+// server serves whatever Config.ProbeMetrics gathers, so it should gather
+// those alone. Unlike the kubelet's it has no process_start_time_seconds.
+// It is on the read-only handler too, and is authorized as nodes/metrics.
+//
+// Not here: /stats/ other than summary, /metrics/cadvisor, /logs (the node's own logs), /checkpoint, /run,
 // /debug/pprof, /flagz and /statusz.
 package server

@@ -44,6 +44,9 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /configz", s.configz)
 	mux.HandleFunc("GET /stats/summary", s.statsSummary)
 	mux.HandleFunc("GET /metrics/resource", s.metricsResource)
+	if cfg.ProbeMetrics != nil {
+		mux.Handle("GET /metrics/probes", promhttp.HandlerFor(cfg.ProbeMetrics, promhttp.HandlerOpts{}))
+	}
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
 	for _, m := range []string{"GET", "POST"} {
 		mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", s.exec)
@@ -67,6 +70,9 @@ func New(cfg Config) (*Server, error) {
 	ro.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}))
 	ro.HandleFunc("GET /stats/summary", s.statsSummary)
 	ro.HandleFunc("GET /metrics/resource", s.metricsResource)
+	if cfg.ProbeMetrics != nil {
+		ro.Handle("GET /metrics/probes", promhttp.HandlerFor(cfg.ProbeMetrics, promhttp.HandlerOpts{}))
+	}
 	for _, p := range []string{"/run/", "/exec/", "/attach/", "/portForward/", "/containerLogs/", "/runningpods/", "/logs/", "/debug/pprof/"} {
 		ro.HandleFunc(p, func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "Debug endpoints are disabled.", http.StatusMethodNotAllowed)
@@ -77,15 +83,16 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Handler returns the server's handler: /healthz, /pods, /metrics,
-// /runningpods/, /configz, /containerLogs, /exec, /attach and
-// /portForward, behind authentication and authorization when configured.
+// /metrics/probes (with Config.ProbeMetrics), /runningpods/, /configz,
+// /containerLogs, /exec, /attach and /portForward, behind authentication and authorization when configured.
 // A request body over Config.HTTP.MaxBodyBytes is answered 413.
 func (s *Server) Handler() http.Handler { return s.h }
 
 // ReadOnlyHandler returns the handler of the kubelet's read-only port
-// (readOnlyPort): /healthz, /pods, /metrics, /stats/summary and
-// /metrics/resource, to every client, without authentication or
-// authorization even when Config has them. Nothing there changes the node
+// (readOnlyPort): /healthz, /pods, /metrics, /metrics/probes (with
+// Config.ProbeMetrics), /stats/summary and /metrics/resource, to every
+// client, without authentication or authorization even when Config has
+// them. Nothing there changes the node
 // or opens a stream: /run, /exec, /attach, /portForward, /containerLogs,
 // /runningpods/, /logs and /debug/pprof answer 405 "Debug endpoints are
 // disabled.", as the kubelet's do, and /configz is not there (404). Serve it with
