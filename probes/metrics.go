@@ -47,5 +47,8 @@ func (m *metrics) observe(pod *v1.Pod, container string, typ Type, r Result, too
 		result = "unknown"
 	}
 	m.total.WithLabelValues(string(typ), result, container, pod.Name, pod.Namespace).Inc()
+	if r == Failure {
+		return // the kubelet times successful and unknown probes only
+	}
 	m.duration.WithLabelValues(string(typ), container, pod.Name, pod.Namespace).Observe(took.Seconds())
 }

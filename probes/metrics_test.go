@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit/probes"
@@ -57,5 +58,35 @@ func TestDurationHistogramIsTheKubelets(t *testing.T) {
 	}
 	if !found {
 		t.Error("no prober_probe_duration_seconds")
+	}
+}
+
+// As the kubelet's, the duration histogram times successful and unknown
+// probes, not failed ones; the counter counts every result.
+func TestFailedProbesAreCountedNotTimed(t *testing.T) {
+	e := newEnv(t)
+	e.w.running("fake://a", t0)
+	e.w.script(probes.Success, probes.Failure)
+	e.m.AddPod(pod(map[probes.Type]*v1.Probe{probes.Readiness: probe(10, 1, 1, 0)}))
+	e.next(10 * time.Second) // the failure before the first probe
+	if u := e.next(10 * time.Second); u.Result != probes.Success {
+		t.Fatalf("after a successful probe: %+v", u)
+	}
+	if u := e.next(10 * time.Second); u.Result != probes.Failure {
+		t.Fatalf("after a failed probe: %+v", u)
+	}
+	if n := testutil.CollectAndCount(e.reg, "prober_probe_total"); n != 2 {
+		t.Errorf("%d prober_probe_total series, want the successful and the failed one", n)
+	}
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "prober_probe_duration_seconds" {
+			if n := mf.GetMetric()[0].GetHistogram().GetSampleCount(); n != 1 {
+				t.Errorf("%d probes timed, want 1: the failed one is not", n)
+			}
+		}
 	}
 }
