@@ -133,6 +133,7 @@ func TestServiceEnvironment(t *testing.T) {
 			if tc.static {
 				pod.Annotations = map[string]string{"kubernetes.io/config.source": "file"}
 			}
+			pod.Spec.Containers[0].Args = []string{"$(KUBERNETES_SERVICE_HOST)"}
 			res := h.rt.SyncPod(h.ctx, pod, h.status(pod))
 			if s := lastStep(res, "app"); tc.wantErr != "" {
 				if s.Reason != cri.ReasonCreateContainerConfigError || !strings.Contains(s.Message, tc.wantErr) {
@@ -148,6 +149,15 @@ func TestServiceEnvironment(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("env (-want +got):\n%s", diff)
+			}
+			// Args expand against the whole environment, service
+			// variables included.
+			wantArg, ok := tc.want["KUBERNETES_SERVICE_HOST"]
+			if !ok {
+				wantArg = "$(KUBERNETES_SERVICE_HOST)"
+			}
+			if args := h.rec.config("app").GetArgs(); len(args) != 1 || args[0] != wantArg {
+				t.Errorf("args %q, want [%q]", args, wantArg)
 			}
 		})
 	}
