@@ -106,6 +106,11 @@ func (s *Services) Run(ctx context.Context) error {
 	return nil
 }
 
+// Synced returns a channel that is closed once the first list of services
+// has been read (under Run); it never closes if Run does not run or the
+// list never succeeds. Safe for concurrent use.
+func (s *Services) Synced() <-chan struct{} { return s.store.synced }
+
 // HasSynced reports whether the first list of services has been read.
 func (s *Services) HasSynced() bool {
 	select {
