@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,12 +50,16 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	services, err := kube.NewServices(kube.ServicesConfig{Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	a, err := agent.New(agent.Config{
 		NodeName: name, RuntimeService: fake, ImageService: fake,
 		Sources: []podsource.Source{src}, StatusSink: sink, PodTerminated: deleter.PodTerminated,
 		RelistPeriod: 100 * time.Millisecond, HousekeepingPeriod: 200 * time.Millisecond, BackOffPeriod: 200 * time.Millisecond,
-		CRI: cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: filepath.Join(dir, "pods"), ResolvConf: "-"},
+		CRI: cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: filepath.Join(dir, "pods"), ResolvConf: "-", Services: services},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -67,12 +72,13 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 2)
+	done := make(chan error, 3)
 	go func() { done <- a.Run(runCtx) }()
 	go func() { done <- node.Run(runCtx) }()
+	go func() { done <- services.Run(runCtx) }()
 	t.Cleanup(func() {
 		cancel()
-		for range 2 {
+		for range 3 {
 			select {
 			case err := <-done:
 				if err != nil {
@@ -91,6 +97,27 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 		}
 		c := conditionOf(n, v1.NodeReady)
 		return c != nil && c.Status == v1.ConditionTrue, fmt.Sprintf("%+v", c)
+	})
+
+	// A service the administrator creates becomes the containers'
+	// environment, read with the node's credentials.
+	if _, err := admin.CoreV1().Services("default").Create(ctx, &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "foo"},
+		Spec:       v1.ServiceSpec{Ports: []v1.ServicePort{{Name: "http", Port: 8080}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the node sees service foo", func() (bool, string) {
+		list, err := services.ListServices(ctx, "default")
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, s := range list {
+			if s.Name == "foo" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d services", len(list))
 	})
 
 	pod := apiPod("default", "web", "", name, 0)
@@ -123,6 +150,19 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	}
 	if n := running(); n != 2 {
 		t.Fatalf("%d containers of the pod run on the runtime, want 2", n)
+	}
+	cs, err := fake.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{cri.LabelPodUID: string(created.UID)}})
+	if err != nil || len(cs) == 0 {
+		t.Fatalf("containers of the pod: %v, %v", cs, err)
+	}
+	out, _, err := fake.ExecSync(ctx, cs[0].Id, []string{"env"}, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"FOO_SERVICE_HOST=10.0.0.", "FOO_SERVICE_PORT_HTTP=8080", "FOO_PORT_8080_TCP_PORT=8080", "KUBERNETES_SERVICE_HOST=10.0.0.1\n"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("container env lacks %q:\n%s", want, out)
+		}
 	}
 
 	grace := int64(30)

@@ -128,6 +128,19 @@
 // it when the last pod referring to the object goes: Objects is told of
 // no pods. A missing object wraps runtime.ErrNotFound.
 //
+// # Services
+//
+// Services is runtime/cri.ServiceLister (cri.Config.Services): a list and
+// watch of the services of every namespace, which the Node authorizer's
+// static rules let a node read, kept in a cache indexed by namespace, as
+// the kubelet's service lister. The runtime turns them into the
+// containers' service environment variables (FOO_SERVICE_HOST,
+// FOO_PORT...). Before the first list is read ListServices fails with
+// ErrServicesNotSynced, so a pod from the API server waits (its container
+// fails with CreateContainerConfigError and is retried) rather than start
+// without KUBERNETES_SERVICE_HOST; a static pod starts without. Run fills
+// and follows the cache until its ctx ends.
+//
 // Tokens is a volumes.TokenGetter over the TokenRequest API
 // (serviceaccounts/token, bound to the pod), caching a token until 80%
 // of its life or 24 hours have passed, as the kubelet's token manager.
@@ -198,15 +211,17 @@
 //	del, _ := kube.NewPodDeleter(kube.PodDeleterConfig{Client: client})
 //	events, _ := kube.NewEventRecorder(kube.EventRecorderConfig{Client: client, NodeName: name})
 //	objects, _ := kube.NewObjects(kube.ObjectsConfig{Client: client})
+//	services, _ := kube.NewServices(kube.ServicesConfig{Client: client})
 //	a, _ := agent.New(agent.Config{NodeName: name, RuntimeService: rs, ImageService: is,
 //		Sources: []podsource.Source{src, mirrors.Source(file)}, StatusSink: sink,
-//		PodTerminated: del.PodTerminated, Events: events.Event, CRI: cri.Config{Objects: objects}})
+//		PodTerminated: del.PodTerminated, Events: events.Event, CRI: cri.Config{Objects: objects, Services: services}})
 //	n, _ := kube.NewNode(kube.NodeConfig{Client: client, Name: name, Runtime: rs, Health: a.Healthy, Events: events.Event})
-//	for _, run := range []func(context.Context) error{events.Run, objects.Run, mirrors.Run, a.Run, n.Run} {
+//	for _, run := range []func(context.Context) error{events.Run, objects.Run, services.Run, mirrors.Run, a.Run, n.Run} {
 //		go run(ctx)
 //	}
 //
-// A pod created on the node runs, its status reaches Running and Ready in
+// A pod created on the node runs with the variables of a service the
+// administrator created, its status reaches Running and Ready in
 // the API server, and a graceful deletion stops its containers and then
 // removes the pod object; TestNodeExtrasAgainstAPIServer adds the static
 // pods' mirror pods, events, env from a configMap, a token, and a 30s

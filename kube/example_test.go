@@ -125,3 +125,33 @@ func ExampleObjects() {
 	// edge <nil>
 	// true
 }
+
+// Services gives the CRI runtime (cri.Config.Services) the services whose
+// addresses become the containers' environment (FOO_SERVICE_HOST...). It
+// answers from a cache that Run fills and follows.
+func ExampleServices() {
+	client := fake.NewClientset(&v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes"},
+		Spec:       v1.ServiceSpec{ClusterIP: "10.0.0.1", Ports: []v1.ServicePort{{Name: "https", Port: 443}}},
+	})
+	services, err := kube.NewServices(kube.ServicesConfig{Client: client})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	_, err = services.ListServices(ctx, "default")
+	fmt.Println(errors.Is(err, kube.ErrServicesNotSynced))
+	done := make(chan error)
+	go func() { done <- services.Run(ctx) }()
+	<-services.Synced()
+	list, err := services.ListServices(ctx, "default")
+	for _, s := range list {
+		fmt.Println(s.Name, s.Spec.ClusterIP, err)
+	}
+	cancel()
+	<-done
+	// Output:
+	// true
+	// kubernetes 10.0.0.1 <nil>
+}

@@ -472,7 +472,7 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 		Logger:         log.WithName("agent"), Server: srvCfg,
 	}
 	if cluster != nil {
-		cfg.CRI.Objects, cfg.Tokens = cluster.objects, cluster.tokens
+		cfg.CRI.Objects, cfg.CRI.Services, cfg.Tokens = cluster.objects, cluster.services, cluster.tokens
 		cfg.StatusSink, cfg.PodTerminated, cfg.Events = cluster.sink, cluster.deleter.PodTerminated, cluster.events.Event
 	}
 	a, err := agent.New(cfg)
@@ -521,11 +521,11 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 		return err
 	}
 
-	// The helpers (events, objects, mirror pods) end with ctx and return
+	// The helpers (events, objects, services, mirror pods) end with ctx and return
 	// nil; run returns once they have.
 	var helpers sync.WaitGroup
 	defer func() { cancel(); helpers.Wait() }()
-	helperRuns := []func(context.Context) error{events.Run, cluster.objects.Run}
+	helperRuns := []func(context.Context) error{events.Run, cluster.objects.Run, cluster.services.Run}
 	if cluster.mirrors != nil {
 		helperRuns = append(helperRuns, cluster.mirrors.Run)
 	}
@@ -590,6 +590,7 @@ type clusterParts struct {
 	deleter   *kube.PodDeleter
 	events    *kube.EventRecorder
 	objects   *kube.Objects
+	services  *kube.Services
 	tokens    *kube.Tokens
 }
 
@@ -620,6 +621,9 @@ func newClusterParts(client kubernetes.Interface, name string, s settings, log l
 		return nil, err
 	}
 	if p.objects, err = kube.NewObjects(kube.ObjectsConfig{Client: client, Logger: log.WithName("objects")}); err != nil {
+		return nil, err
+	}
+	if p.services, err = kube.NewServices(kube.ServicesConfig{Client: client, Logger: log.WithName("services")}); err != nil {
 		return nil, err
 	}
 	if p.tokens, err = kube.NewTokens(kube.TokensConfig{Client: client}); err != nil {

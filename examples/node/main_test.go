@@ -380,13 +380,15 @@ resolvConf: ""
 		return p.Status.Phase == v1.PodRunning && ready, fmt.Sprintf("phase %s, ready %v", p.Status.Phase, ready)
 	})
 
-	// The pod's env from the configMap, read with the node's identity.
+	// The pod's env from the configMap and the API server's service, read
+	// with the node's identity.
 	cs, err := fake.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{cri.LabelPodUID: string(web.UID)}})
 	if err != nil || len(cs) != 1 {
 		t.Fatalf("containers of web: %v, %v", cs, err)
 	}
-	if out, _, err := fake.ExecSync(ctx, cs[0].Id, []string{"env"}, 5*time.Second); err != nil || !strings.Contains(string(out), "mode=edge\n") {
-		t.Errorf("env of web's container: %q, %v; want mode=edge from the configMap", out, err)
+	if out, _, err := fake.ExecSync(ctx, cs[0].Id, []string{"env"}, 5*time.Second); err != nil || !strings.Contains(string(out), "mode=edge\n") ||
+		!strings.Contains(string(out), "KUBERNETES_SERVICE_HOST=10.0.0.1\n") {
+		t.Errorf("env of web's container: %q, %v; want mode=edge from the configMap and KUBERNETES_SERVICE_HOST", out, err)
 	}
 
 	// The static pod's mirror pod carries its status, and the node's

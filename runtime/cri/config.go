@@ -42,6 +42,21 @@ type ObjectGetter interface {
 	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
 }
 
+// ServiceLister gives the runtime the services whose addresses become
+// containers' environment variables (FOO_SERVICE_HOST, FOO_PORT...), as the
+// kubelet injects them. ListServices returns the services of one namespace
+// in any order; the runtime reads the pod's namespace (unless the pod sets
+// enableServiceLinks: false) and the "default" namespace, of which it uses
+// only the "kubernetes" service. It must be safe for concurrent use and
+// should not block on the network (a cache). An error fails the container
+// with CreateContainerConfigError and the pod is retried, except for a
+// static pod, which then starts without service variables, as the kubelet
+// starts static pods before it has read any service. kube.Services
+// implements it.
+type ServiceLister interface {
+	ListServices(ctx context.Context, namespace string) ([]*v1.Service, error)
+}
+
 // ImageManager makes sure a container's image is present before the
 // container is created; *images.Manager is the default one.
 type ImageManager interface {
@@ -103,6 +118,10 @@ type Config struct {
 	// one fails with CreateContainerConfigError (or pulls without the
 	// pull secret).
 	Objects ObjectGetter
+	// Services lists the services for service environment variables.
+	// Nil: containers get none, as with a kubelet without an API server
+	// (a node that runs only static pods).
+	Services ServiceLister
 	// Volumes resolves volume host paths. Nil: a container with
 	// volumeMounts fails with CreateContainerConfigError.
 	Volumes Volumes

@@ -53,7 +53,16 @@
 //     the step's reason. See that package for the rules.
 //   - Container config: command and args with $(VAR) expansion ($$ is an
 //     escaped $; unknown names stay as written), env and envFrom from
-//     configMaps and secrets (Config.Objects; optional references), the
+//     configMaps and secrets (Config.Objects; optional references),
+//     service environment variables from Config.Services (FOO_SERVICE_HOST,
+//     FOO_SERVICE_PORT, FOO_SERVICE_PORT_<PORT NAME>, and the Docker link
+//     variables FOO_PORT, FOO_PORT_<port>_<PROTO> with _PROTO, _PORT and
+//     _ADDR) for every service of the pod's namespace with a cluster IP
+//     (not for enableServiceLinks: false) and always for the "kubernetes"
+//     service of the default namespace; the container's own variables win
+//     over them and $(VAR) in env values sees them after its own. Without
+//     Config.Services there are none, as with a kubelet without an API
+//     server. The
 //     downward API (fieldRef, resourceFieldRef with divisors and the
 //     node's allocatable when there is no limit), working dir, CPU shares
 //     from requests, CFS quota from limits, the memory limit, the OOM
@@ -199,9 +208,7 @@
 //     failure, a kill error); the kubelet lets it crash the process. A
 //     library embedded in a larger program must not take it down for one
 //     pod's bad data.
-//   - /etc/hosts is left to the runtime, and service environment
-//     variables (enableServiceLinks) are not injected: a node agent
-//     without an API server has no services.
+//   - /etc/hosts is left to the runtime.
 //   - A subPath is handed to the runtime as its canonical host path, not
 //     as a private bind mount of the opened descriptor: that needs mount
 //     privilege and teardown, and containerd resolves the host path again

@@ -49,10 +49,22 @@ type envContext struct {
 
 // makeEnv builds a container's environment as the kubelet does: envFrom
 // sources first, in order, then env entries, each value expanded against
-// the variables defined before it. Errors name the field.
+// the variables defined before it and then the service variables, and
+// last the service variables the container does not define itself.
+// Errors name the field.
 func (r *Runtime) makeEnv(ctx context.Context, ec envContext) (*envList, error) {
 	env := &envList{}
 	pod, c := ec.pod, ec.container
+	services, err := r.serviceEnv(ctx, pod)
+	if err != nil {
+		return nil, err
+	}
+	lookup := func(name string) (string, bool) {
+		if v, ok := env.lookup(name); ok {
+			return v, true
+		}
+		return services.lookup(name)
+	}
 	for i, src := range c.EnvFrom {
 		field := fmt.Sprintf("%s.envFrom[%d]", ec.field, i)
 		var data map[string]string
@@ -98,7 +110,7 @@ func (r *Runtime) makeEnv(ctx context.Context, ec envContext) (*envList, error) 
 	for i, e := range c.Env {
 		field := fmt.Sprintf("%s.env[%d] (%s)", ec.field, i, e.Name)
 		if e.ValueFrom == nil {
-			env.set(e.Name, expand(e.Value, env.lookup))
+			env.set(e.Name, expand(e.Value, lookup))
 			continue
 		}
 		v, ok, err := r.envValueFrom(ctx, ec, e.ValueFrom, field)
@@ -107,6 +119,11 @@ func (r *Runtime) makeEnv(ctx context.Context, ec envContext) (*envList, error) 
 		}
 		if ok {
 			env.set(e.Name, v)
+		}
+	}
+	for _, name := range services.names {
+		if _, ok := env.lookup(name); !ok {
+			env.set(name, services.values[name])
 		}
 	}
 	return env, nil
