@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	criapi "k8s.io/cri-api/pkg/apis"
 
@@ -27,4 +28,33 @@ func serveFakeCRI(t *testing.T, dir string, fake *fakecri.Runtime, rs criapi.Run
 	go func() { done <- fakecri.NewServer(rs, fake).Serve(ctx, lis) }()
 	t.Cleanup(func() { stop(); <-done })
 	return endpoint
+}
+
+// startRun runs the command with o until the returned stop is called or
+// the test ends; stop fails the test if run returned an error or did not
+// return within 30s. It returns what run logged.
+func startRun(t *testing.T, ctx context.Context, o options) (*syncBuffer, func()) {
+	t.Helper()
+	errOut := &syncBuffer{}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- run(runCtx, o, errOut) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("run = %v\n%s", err, errOut.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("run did not return within 30s of its context ending\n%s", errOut.String())
+		}
+	}
+	t.Cleanup(stop)
+	return errOut, stop
 }

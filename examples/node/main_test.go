@@ -293,30 +293,8 @@ kubeReserved: {cpu: 100m}
 resolvConf: ""
 `, manifests, port, readOnlyPort, endpoint, filepath.Join(dir, "logs")))
 
-	var errOut syncBuffer
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(runCtx, options{config: config, kubeconfig: kubeconfig, rootDir: filepath.Join(dir, "root"),
-			hostnameOverride: "Edge-1", nodeIP: "127.0.0.1", verbosity: 2}, &errOut)
-	}()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("run = %v\n%s", err, errOut.String())
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("run did not return within 30s of its context ending\n%s", errOut.String())
-		}
-	}
-	t.Cleanup(stop)
+	errOut, stop := startRun(t, ctx, options{config: config, kubeconfig: kubeconfig, rootDir: filepath.Join(dir, "root"),
+		hostnameOverride: "Edge-1", nodeIP: "127.0.0.1", verbosity: 2})
 
 	eventually(t, 60*time.Second, "the Node Ready", func() (bool, string) {
 		n, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
