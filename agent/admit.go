@@ -82,21 +82,22 @@ func (a *Agent) addPods(pods []*v1.Pod) {
 // terminated, not rejected, and neither evicted nor terminal unless
 // still being terminated.
 func (a *Agent) activePods() []*v1.Pod {
+	type candidate struct {
+		pod    *v1.Pod
+		failed bool // evicted or otherwise failed by the agent
+	}
 	a.mu.Lock()
-	pods := make([]*v1.Pod, 0, len(a.pods))
-	failed := map[types.UID]bool{}
+	cands := make([]candidate, 0, len(a.pods))
 	for uid, p := range a.pods {
-		f, ok := a.failed[uid]
-		if !f.rejected {
-			pods = append(pods, p)
+		if f, ok := a.failed[uid]; !f.rejected {
+			cands = append(cands, candidate{p, ok})
 		}
-		failed[uid] = ok
 	}
 	a.mu.Unlock()
-	out := pods[:0]
-	for _, p := range pods {
-		uid := p.UID
-		if failed[uid] && !a.workers.IsPodTerminationRequested(uid) {
+	out := make([]*v1.Pod, 0, len(cands))
+	for _, c := range cands {
+		uid := c.pod.UID
+		if c.failed && !a.workers.IsPodTerminationRequested(uid) {
 			continue
 		}
 		if st, ok := a.workers.PodState(uid); ok && st == podworkers.Terminated {
@@ -105,7 +106,7 @@ func (a *Agent) activePods() []*v1.Pod {
 		if s, ok := a.status.GetPodStatus(uid); ok && terminal(s.Phase) && !a.workers.IsPodTerminationRequested(uid) {
 			continue
 		}
-		out = append(out, p)
+		out = append(out, c.pod)
 	}
 	return out
 }
