@@ -142,12 +142,14 @@ func (a *Agent) failure(uid types.UID) (failure, bool) {
 }
 
 // failure is why the agent failed a pod: rejected at admission (it never
-// ran, so it never holds resources), evicted, or terminated by a node
-// shutdown (disruption: the pod gets a DisruptionTarget condition).
+// ran, so it never holds resources), evicted, preempted, or terminated by
+// a node shutdown.
 type failure struct {
 	status.Reason
-	rejected   bool
-	disruption bool
+	rejected bool
+	// disruption, when set, is the message of the DisruptionTarget
+	// condition the pod's status gets (reason TerminationByKubelet).
+	disruption string
 }
 
 func terminal(p v1.PodPhase) bool { return p == v1.PodFailed || p == v1.PodSucceeded }

@@ -106,7 +106,9 @@
 // Eviction (Config.Eviction, off by default): an eviction.Manager reads
 // the node server's stats every 10s and evicts one pod per pass while a
 // threshold is met; the agent records the pod Failed with reason Evicted
-// and the kubelet's message and has its worker kill it within the
+// and the kubelet's message (with a DisruptionTarget condition, reason
+// TerminationByKubelet, when a threshold was met rather than a local
+// storage limit) and has its worker kill it within the
 // manager's grace period, freeing dead containers first when disk is
 // short, and unused images through the image collector when
 // Config.ImageGC is set (which also removes unused images every 5m above

@@ -133,16 +133,22 @@ func (a *Agent) evictionCandidates() []*v1.Pod {
 	return out
 }
 
-// evictPod records the pod Failed with reason Evicted and the message,
-// and has its worker kill it within gracePeriod seconds, as the kubelet's
-// killPodNow does. It does not wait for the kill.
-func (a *Agent) evictPod(_ context.Context, pod *v1.Pod, gracePeriod int64, message string) error {
+// evictPod records the pod Failed with reason Evicted, the message and,
+// for a threshold eviction, a DisruptionTarget condition, and has its
+// worker kill it within the grace period, as the kubelet's killPodNow
+// does. It does not wait for the kill.
+func (a *Agent) evictPod(_ context.Context, pod *v1.Pod, e eviction.Eviction) error {
+	f := failure{Reason: status.Reason{Reason: eviction.Reason, Message: e.Message}}
+	if e.DisruptionTarget != nil {
+		f.disruption = e.DisruptionTarget.Message
+	}
 	a.mu.Lock()
-	a.failed[pod.UID] = failure{Reason: status.Reason{Reason: eviction.Reason, Message: message}}
+	a.failed[pod.UID] = f
 	a.mu.Unlock()
+	grace := e.GracePeriod
 	a.workers.UpdatePod(podworkers.UpdatePodOptions{
 		UpdateType: podworkers.SyncPodKill, Pod: pod,
-		Kill: &podworkers.KillPodOptions{GracePeriodOverride: &gracePeriod},
+		Kill: &podworkers.KillPodOptions{GracePeriodOverride: &grace},
 	})
 	return nil
 }

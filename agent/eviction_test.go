@@ -74,6 +74,7 @@ func TestMemoryPressureEvictsThroughTheAgent(t *testing.T) {
 	if got.Reason != "Evicted" || got.Message != want {
 		t.Errorf("hog: reason %q message %q, want Evicted %q", got.Reason, got.Message, want)
 	}
+	checkDisruptionTarget(t, "hog", got, want)
 	if !events.has("Evicted: " + want) {
 		t.Errorf("no Evicted event: %v", events.list)
 	}
@@ -138,7 +139,28 @@ func TestEphemeralStorageLimitEvictsThroughTheAgent(t *testing.T) {
 	if got.Reason != "Evicted" || got.Message != want {
 		t.Errorf("filler: reason %q message %q, want Evicted %q", got.Reason, got.Message, want)
 	}
+	for _, c := range got.Conditions {
+		if c.Type == v1.DisruptionTarget {
+			t.Errorf("filler: DisruptionTarget %+v after a local storage limit eviction; the kubelet adds none", c)
+		}
+	}
 	if !events.has("Evicted: " + want) {
 		t.Errorf("no Evicted event: %v", events.list)
 	}
+}
+
+// checkDisruptionTarget checks that s has the kubelet's DisruptionTarget
+// condition with the message.
+func checkDisruptionTarget(t *testing.T, name string, s v1.PodStatus, message string) {
+	t.Helper()
+	for _, c := range s.Conditions {
+		if c.Type != v1.DisruptionTarget {
+			continue
+		}
+		if c.Status != v1.ConditionTrue || c.Reason != "TerminationByKubelet" || c.Message != message || c.LastTransitionTime.IsZero() {
+			t.Errorf("%s: DisruptionTarget %+v, want True, TerminationByKubelet, %q and a transition time", name, c, message)
+		}
+		return
+	}
+	t.Errorf("%s: no DisruptionTarget condition in %+v", name, s.Conditions)
 }

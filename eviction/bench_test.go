@@ -64,7 +64,7 @@ func BenchmarkSynchronize1000(b *testing.B) {
 			m, err := eviction.New(eviction.Config{
 				Summary:    func(context.Context) (*statsapi.Summary, error) { return s, nil },
 				ActivePods: func() []*v1.Pod { return pods },
-				Kill: func(context.Context, *v1.Pod, int64, string) error {
+				Kill: func(context.Context, *v1.Pod, eviction.Eviction) error {
 					kills++
 					return nil
 				},

@@ -42,8 +42,10 @@
 //     one, a warning event Evicted and the kubelet's message: "The node
 //     was low on resource: memory. Threshold quantity: 100Mi, available:
 //     50Mi. Container c was using 300Mi, request is 100Mi, has larger
-//     consumption of memory. ". The killer records the pod Failed with
-//     reason Evicted and that message.
+//     consumption of memory. ". The killer (Eviction) records the pod
+//     Failed with reason Evicted, that message and, as the kubelet
+//     does, a DisruptionTarget condition (status True, reason
+//     TerminationByKubelet, the same message).
 //
 // # Local storage limits
 //
@@ -59,8 +61,9 @@
 // sidecar whose logs and writable layer (logs only, with
 // DedicatedImageFs) exceed its own limit ("Container app exceeded its
 // local ephemeral storage limit "100Mi". "). The kill, event and
-// status are those of a threshold eviction; kubelet_evictions counts
-// them under emptydirfs.limit, ephemeralpodfs.limit and
+// status are those of a threshold eviction, without the DisruptionTarget
+// condition (the kubelet adds none here); kubelet_evictions counts them
+// under emptydirfs.limit, ephemeralpodfs.limit and
 // ephemeralcontainerfs.limit. As in the kubelet, a pod whose kill
 // failed still ends the pass.
 //
@@ -89,7 +92,6 @@
 //   - A pass acts on its signals even when the Summary has not changed
 //     since the last pass (the kubelet skips thresholds whose stats are
 //     not newer).
-//   - The evicted pod's status has no DisruptionTarget condition.
 //
 // # Usage
 //

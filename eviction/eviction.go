@@ -27,10 +27,27 @@ const Reason = "Evicted"
 type SummaryFunc func(ctx context.Context) (*statsapi.Summary, error)
 
 // KillFunc kills an evicted pod: it stops the pod's containers within
-// gracePeriod seconds and records its status Failed with reason Evicted
-// and message. It may return before the containers are gone. An error
-// means the pod was not killed; the manager tries the next pod.
-type KillFunc func(ctx context.Context, pod *v1.Pod, gracePeriod int64, message string) error
+// e.GracePeriod seconds and records its status Failed with reason Evicted
+// and e.Message, with e.DisruptionTarget among its conditions when set.
+// It may return before the containers are gone. An error means the pod
+// was not killed; the manager tries the next pod.
+type KillFunc func(ctx context.Context, pod *v1.Pod, e Eviction) error
+
+// Eviction is what the manager asks a KillFunc to do to a pod.
+type Eviction struct {
+	// GracePeriod is how long, in seconds, the pod's containers get to
+	// stop.
+	GracePeriod int64
+	// Message is the status message, the kubelet's ("The node was low on
+	// resource: memory. ...").
+	Message string
+	// DisruptionTarget, when set, is a condition for the pod's status:
+	// type DisruptionTarget, status True, reason TerminationByKubelet and
+	// the eviction message, as the kubelet adds it to a pod evicted at a
+	// threshold. Evictions for a local storage limit have none, as in the
+	// kubelet. The KillFunc may set its LastTransitionTime.
+	DisruptionTarget *v1.PodCondition
+}
 
 // ReclaimFunc frees node-level resources (dead containers, unused
 // images) before pods are evicted for disk.
@@ -321,7 +338,11 @@ func (m *Manager) Synchronize(ctx context.Context) []*v1.Pod {
 		msg := message(res, p, stats, t, obs[t.Signal])
 		m.cfg.Events(p, v1.EventTypeWarning, Reason, msg)
 		m.log.Info("evicting pod", "pod", podutil.FullName(p), "podUID", p.UID, "message", msg)
-		if err := m.cfg.Kill(ctx, p, grace, msg); err != nil {
+		cond := &v1.PodCondition{
+			Type: v1.DisruptionTarget, Status: v1.ConditionTrue,
+			Reason: v1.PodReasonTerminationByKubelet, Message: msg,
+		}
+		if err := m.cfg.Kill(ctx, p, Eviction{GracePeriod: grace, Message: msg, DisruptionTarget: cond}); err != nil {
 			m.log.Error(err, "evicting pod failed", "pod", podutil.FullName(p), "podUID", p.UID)
 			continue
 		}

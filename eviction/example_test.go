@@ -29,8 +29,9 @@ func Example() {
 	mgr, err := eviction.New(eviction.Config{
 		Summary:    func(context.Context) (*statsapi.Summary, error) { return summary, nil },
 		ActivePods: func() []*v1.Pod { return []*v1.Pod{pod} },
-		Kill: func(_ context.Context, p *v1.Pod, grace int64, msg string) error {
-			fmt.Printf("kill %s within %ds: %s\n", p.Name, grace, strings.TrimSpace(msg))
+		Kill: func(_ context.Context, p *v1.Pod, e eviction.Eviction) error {
+			fmt.Printf("kill %s within %ds: %s\n", p.Name, e.GracePeriod, strings.TrimSpace(e.Message))
+			fmt.Printf("condition %s=%s, reason %s\n", e.DisruptionTarget.Type, e.DisruptionTarget.Status, e.DisruptionTarget.Reason)
 			return nil
 		},
 	})
@@ -42,5 +43,6 @@ func Example() {
 	fmt.Println("memory pressure:", memory, "disk:", disk, "pid:", pid)
 	// Output:
 	// kill hog within 1s: The node was low on resource: memory. Threshold quantity: 100Mi, available: 64Mi. Container main was using 512Mi, request is 0, has larger consumption of memory.
+	// condition DisruptionTarget=True, reason TerminationByKubelet
 	// memory pressure: true disk: false pid: false
 }

@@ -45,7 +45,7 @@ func (m *Manager) localStorageEviction(ctx context.Context, pods []*v1.Pod, stat
 		// As in the kubelet, a pod whose kill failed still counts as
 		// evicted in this pass: its limit is what it broke, and the next
 		// pass will find it again.
-		if err := m.cfg.Kill(ctx, p, 1, msg); err != nil {
+		if err := m.cfg.Kill(ctx, p, Eviction{GracePeriod: 1, Message: msg}); err != nil {
 			m.log.Error(err, "evicting pod failed", "pod", podutil.FullName(p), "podUID", p.UID)
 		}
 		m.evictions.WithLabelValues(signal).Inc()
