@@ -29,8 +29,12 @@ type EvictionConfig struct {
 	// MaxPodGracePeriodSeconds caps the grace period of a pod evicted
 	// for a soft threshold. Default 0.
 	MaxPodGracePeriodSeconds int64
-	// DedicatedImageFs says images live on a filesystem of their own.
+	// DedicatedImageFs says images and the containers' writable layers
+	// live on a filesystem of their own; SplitImageFs, that images do
+	// while the writable layers stay on the node's filesystem (see
+	// eviction.Config).
 	DedicatedImageFs bool
+	SplitImageFs     bool
 	// ReclaimImages removes unused images when disk is short, before
 	// pods are evicted. Default: the DeleteUnused of the agent's image
 	// collector (Config.ImageGC), if any; else none (dead containers are
@@ -64,6 +68,8 @@ func (a *Agent) newEviction() (*eviction.Manager, error) {
 		ReclaimContainers:        a.reclaimContainers,
 		ReclaimImages:            reclaimImages,
 		DedicatedImageFs:         ec.DedicatedImageFs,
+		SplitImageFs:             ec.SplitImageFs,
+		AllocatableMemory:        a.cfg.Allocatable[v1.ResourceMemory],
 		Clock:                    a.cfg.Clock,
 		Logger:                   a.cfg.Logger.WithName("eviction"),
 		Events:                   a.cfg.Events,

@@ -164,3 +164,54 @@ func checkDisruptionTarget(t *testing.T, name string, s v1.PodStatus, message st
 	}
 	t.Errorf("%s: no DisruptionTarget condition in %+v", name, s.Conditions)
 }
+
+// tightAllocatable is a node with plenty of free memory where the pod
+// "hog" uses 10Mi of working set, 950Mi once grown is set.
+type tightAllocatable struct{ grown atomic.Bool }
+
+func (ta *tightAllocatable) Summary(context.Context) (*statsapi.Summary, error) {
+	u := func(v uint64) *uint64 { return &v }
+	ws := uint64(10 << 20)
+	if ta.grown.Load() {
+		ws = 950 << 20
+	}
+	return &statsapi.Summary{
+		Node: statsapi.NodeStats{Memory: &statsapi.MemoryStats{AvailableBytes: u(8 << 30), WorkingSetBytes: u(2 << 30)}},
+		Pods: []statsapi.PodStats{{
+			PodRef:     statsapi.PodReference{Name: "hog", Namespace: "default", UID: "hog-uid"},
+			Memory:     &statsapi.MemoryStats{WorkingSetBytes: u(ws)},
+			Containers: []statsapi.ContainerStats{{Name: "main", Memory: &statsapi.MemoryStats{WorkingSetBytes: u(ws)}}},
+		}},
+	}, nil
+}
+
+// With the default thresholds, a pod that leaves less than 100Mi of the
+// node's allocatable memory is evicted (allocatableMemory.available),
+// though the node has memory to spare.
+func TestAllocatableMemoryEvictsThroughTheAgent(t *testing.T) {
+	fake := newFake(t)
+	dir := t.TempDir()
+	stats := &tightAllocatable{}
+	f := &fidelity{t: t, fake: fake, api: podsource.NewChannel("api", 16), history: &history{}}
+	a, err := agent.New(agent.Config{
+		NodeName: "node", RuntimeService: fake, ImageService: fake, Sources: []podsource.Source{f.api}, StatusSink: f.history,
+		RelistPeriod: 20 * time.Millisecond, HousekeepingPeriod: 50 * time.Millisecond, BackOffPeriod: 50 * time.Millisecond,
+		CRI:         cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: filepath.Join(dir, "pods"), ResolvConf: "-"},
+		Allocatable: v1.ResourceList{v1.ResourceMemory: resource.MustParse("1Gi")},
+		Server:      agent.ServerConfig{Stats: stats},
+		Eviction:    &agent.EvictionConfig{MonitoringInterval: 50 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilCleanup(t, a)
+	f.send(podsource.SET)
+	f.send(podsource.ADD, apiPod("hog", v1.RestartPolicyAlways, []string{"main"}))
+	f.waitFor("hog", "running", func(s v1.PodStatus) bool { return s.Phase == v1.PodRunning })
+	stats.grown.Store(true)
+	got := f.waitFor("hog", "evicted", func(s v1.PodStatus) bool { return s.Phase == v1.PodFailed })
+	want := "The node was low on resource: memory. Threshold quantity: 100Mi, available: 74Mi. Container main was using 950Mi, request is 0, has larger consumption of memory. "
+	if got.Reason != "Evicted" || got.Message != want {
+		t.Errorf("hog: reason %q message %q, want Evicted %q", got.Reason, got.Message, want)
+	}
+}
