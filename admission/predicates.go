@@ -57,13 +57,43 @@ func OS(a Attributes) Result {
 // ephemeral-storage, then extended resources by name. A resource the
 // allocatable does not name is not checked.
 func Resources(a Attributes) Result {
+	if short := shortages(a, false); len(short) > 0 {
+		return short[0].result()
+	}
+	return admitted
+}
+
+// shortage is a resource the pod does not fit in, in the kubelet's
+// units (millicores for cpu, else the value).
+type shortage struct {
+	name                      v1.ResourceName
+	requested, used, capacity int64
+}
+
+// amount is how much is missing: the kubelet's GetInsufficientAmount.
+func (s shortage) amount() int64 { return s.requested - (s.capacity - s.used) }
+
+func (s shortage) result() Result {
+	return Result{
+		Reason:  ReasonPrefixOutOf + string(s.name),
+		Message: fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d", s.name, s.requested, s.used, s.capacity),
+	}
+}
+
+// shortages lists the resources the pod does not fit in, in Resources'
+// order: the first only, or all of them.
+func shortages(a Attributes, all bool) []shortage {
 	alloc := a.Node.Status.Allocatable
 	if len(alloc) == 0 {
-		return admitted
+		return nil
 	}
+	var out []shortage
 	if q, ok := alloc[v1.ResourcePods]; ok {
 		if int64(len(a.OtherPods))+1 > q.Value() {
-			return outOf(v1.ResourcePods, 1, int64(len(a.OtherPods)), q.Value())
+			out = append(out, shortage{v1.ResourcePods, 1, int64(len(a.OtherPods)), q.Value()})
+			if !all {
+				return out
+			}
 		}
 	}
 	req := resourcehelper.PodRequests(a.Pod, resourcehelper.PodResourcesOptions{})
@@ -74,16 +104,6 @@ func Resources(a Attributes) Result {
 			u.Add(q)
 			used[name] = u
 		}
-	}
-	amount := func(l v1.ResourceList, name v1.ResourceName) int64 {
-		q, ok := l[name]
-		if !ok {
-			return 0
-		}
-		if name == v1.ResourceCPU {
-			return q.MilliValue()
-		}
-		return q.Value()
 	}
 	order := []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage}
 	var extended []v1.ResourceName
@@ -105,17 +125,26 @@ func Resources(a Attributes) Result {
 		}
 		u, c := amount(used, name), amount(alloc, name)
 		if r > c-u {
-			return outOf(name, r, u, c)
+			out = append(out, shortage{name, r, u, c})
+			if !all {
+				return out
+			}
 		}
 	}
-	return admitted
+	return out
 }
 
-func outOf(name v1.ResourceName, requested, used, capacity int64) Result {
-	return Result{
-		Reason:  ReasonPrefixOutOf + string(name),
-		Message: fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d", name, requested, used, capacity),
+// amount is l's quantity of name in the kubelet's units: millicores for
+// cpu, else the value; 0 when absent.
+func amount(l v1.ResourceList, name v1.ResourceName) int64 {
+	q, ok := l[name]
+	if !ok {
+		return 0
 	}
+	if name == v1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
 }
 
 // NodeAffinity refuses a pod whose spec.nodeSelector or required node
