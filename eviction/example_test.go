@@ -46,3 +46,26 @@ func Example() {
 	// condition DisruptionTarget=True, reason TerminationByKubelet
 	// memory pressure: true disk: false pid: false
 }
+
+// Parse reads a kubelet's thresholds; with enforceNodeAllocatable
+// [pods], the kubelet's default, the hard memory.available threshold
+// also applies to the memory left to the pods.
+func ExampleParse() {
+	ts, err := eviction.Parse(eviction.Spec{
+		Hard:                   map[string]string{"memory.available": "200Mi", "nodefs.available": "10%"},
+		Soft:                   map[string]string{"memory.available": "500Mi"},
+		SoftGracePeriod:        map[string]string{"memory.available": "1m30s"},
+		EnforceNodeAllocatable: []string{eviction.NodeAllocatableEnforcementPods},
+	})
+	if err != nil {
+		panic(err)
+	}
+	for _, t := range ts {
+		fmt.Println(t, "hard:", t.Hard())
+	}
+	// Output:
+	// memory.available<200Mi hard: true
+	// nodefs.available<10% hard: true
+	// memory.available<500Mi hard: false
+	// allocatableMemory.available<200Mi hard: true
+}
