@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 	corev1 "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -97,14 +98,6 @@ func shortages(a Attributes, all bool) []shortage {
 		}
 	}
 	req := resourcehelper.PodRequests(a.Pod, resourcehelper.PodResourcesOptions{})
-	used := v1.ResourceList{}
-	for _, p := range a.OtherPods {
-		for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
-			u := used[name]
-			u.Add(q)
-			used[name] = u
-		}
-	}
 	order := []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage}
 	var extended []v1.ResourceName
 	for name := range req {
@@ -115,15 +108,23 @@ func shortages(a Attributes, all bool) []shortage {
 		}
 	}
 	sort.Slice(extended, func(i, j int) bool { return extended[i] < extended[j] })
+	// Only what the pod asks for and the node names is checked, so only
+	// that is summed over the other pods.
+	var names []v1.ResourceName
 	for _, name := range append(order, extended...) {
-		if _, ok := alloc[name]; !ok {
-			continue
+		if _, ok := alloc[name]; ok && amount(req, name) > 0 {
+			names = append(names, name)
 		}
-		r := amount(req, name)
-		if r <= 0 {
-			continue
-		}
-		u, c := amount(used, name), amount(alloc, name)
+	}
+	if len(names) == 0 {
+		return out
+	}
+	used := make([]int64, len(names))
+	for _, p := range a.OtherPods {
+		addRequests(used, names, p)
+	}
+	for i, name := range names {
+		r, u, c := amount(req, name), used[i], amount(alloc, name)
 		if r > c-u {
 			out = append(out, shortage{name, r, u, c})
 			if !all {
@@ -132,6 +133,33 @@ func shortages(a Attributes, all bool) []shortage {
 		}
 	}
 	return out
+}
+
+// addRequests adds the pod's requests of names to used, in the kubelet's
+// units, as the scheduler counts a pod: its total (k8s.io/component-
+// helpers' PodRequests) rounded up. A pod of plain containers, the most
+// common, is summed without building its resource list.
+func addRequests(used []int64, names []v1.ResourceName, p *v1.Pod) {
+	if len(p.Spec.InitContainers) > 0 || len(p.Spec.Overhead) > 0 || p.Spec.Resources != nil {
+		reqs := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+		for i, name := range names {
+			used[i] += amount(reqs, name)
+		}
+		return
+	}
+	for i, name := range names {
+		var sum resource.Quantity
+		for j := range p.Spec.Containers {
+			if q, ok := p.Spec.Containers[j].Resources.Requests[name]; ok {
+				sum.Add(q)
+			}
+		}
+		if name == v1.ResourceCPU {
+			used[i] += sum.MilliValue()
+		} else {
+			used[i] += sum.Value()
+		}
+	}
 }
 
 // amount is l's quantity of name in the kubelet's units: millicores for

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/nodekit/nodekit/internal/podutil"
@@ -89,11 +91,12 @@ func preemptable(preemptor, preemptee *v1.Pod) bool {
 	return preemptor.Spec.Priority != nil && preemptee.Spec.Priority != nil && *preemptor.Spec.Priority > *preemptee.Spec.Priority
 }
 
-// candidate is a pod that may be preempted, with its requests in the
-// kubelet's units, read once.
+// candidate is a pod that may be preempted, with its requests of the
+// resources preemption looks at, in the kubelet's units, read once.
 type candidate struct {
-	pod      *v1.Pod
-	requests v1.ResourceList
+	pod *v1.Pod
+	req []int64 // by the index of the resource in the names list
+	ns  []v1.ResourceName
 }
 
 // request is the kubelet's GetResourceRequest: 1 for pods, millicores
@@ -102,18 +105,41 @@ func (c candidate) request(name v1.ResourceName) int64 {
 	if name == v1.ResourcePods {
 		return 1
 	}
-	return amount(c.requests, name)
-}
-
-func newCandidate(p *v1.Pod) candidate {
-	reqs := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{ExcludeOverhead: true})
-	for name, o := range p.Spec.Overhead {
-		if q, ok := reqs[name]; ok && !q.IsZero() {
-			q.Add(o)
-			reqs[name] = q
+	for i, n := range c.ns {
+		if n == name {
+			return c.req[i]
 		}
 	}
-	return candidate{pod: p, requests: reqs}
+	return 0
+}
+
+func newCandidate(p *v1.Pod, names []v1.ResourceName) candidate {
+	c := candidate{pod: p, req: make([]int64, len(names)), ns: names}
+	var reqs v1.ResourceList // nil: plain containers, summed directly
+	if len(p.Spec.InitContainers) > 0 || p.Spec.Resources != nil {
+		reqs = resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{ExcludeOverhead: true})
+	}
+	for i, name := range names {
+		var q resource.Quantity
+		if reqs != nil {
+			q = reqs[name]
+		} else {
+			for j := range p.Spec.Containers {
+				if r, ok := p.Spec.Containers[j].Resources.Requests[name]; ok {
+					q.Add(r)
+				}
+			}
+		}
+		if o, ok := p.Spec.Overhead[name]; ok && !q.IsZero() {
+			q.Add(o)
+		}
+		if name == v1.ResourceCPU {
+			c.req[i] = q.MilliValue()
+		} else {
+			c.req[i] = q.Value()
+		}
+	}
+	return c
 }
 
 // requirement is an amount of a resource still to free.
@@ -171,6 +197,13 @@ func podsToPreempt(preemptor *v1.Pod, others []*v1.Pod, short []shortage) ([]*v1
 	for _, s := range short {
 		rs = append(rs, requirement{s.name, s.amount()})
 	}
+	// What the distances and the tie-break look at.
+	names := []v1.ResourceName{v1.ResourceMemory, v1.ResourceCPU}
+	for _, r := range rs {
+		if !slices.Contains(names, r.name) && r.name != v1.ResourcePods {
+			names = append(names, r.name)
+		}
+	}
 	var bestEffort, burstable, guaranteed []candidate
 	for _, p := range others {
 		if !preemptable(preemptor, p) {
@@ -178,11 +211,11 @@ func podsToPreempt(preemptor *v1.Pod, others []*v1.Pod, short []shortage) ([]*v1
 		}
 		switch podutil.QOSClass(p) {
 		case v1.PodQOSBestEffort:
-			bestEffort = append(bestEffort, newCandidate(p))
+			bestEffort = append(bestEffort, newCandidate(p, names))
 		case v1.PodQOSBurstable:
-			burstable = append(burstable, newCandidate(p))
+			burstable = append(burstable, newCandidate(p, names))
 		case v1.PodQOSGuaranteed:
-			guaranteed = append(guaranteed, newCandidate(p))
+			guaranteed = append(guaranteed, newCandidate(p, names))
 		}
 	}
 	all := append(append(append([]candidate(nil), bestEffort...), burstable...), guaranteed...)
