@@ -368,4 +368,8 @@ func TestNewRequiresItsFuncs(t *testing.T) {
 	if _, err := eviction.New(bad); err == nil || !strings.Contains(err.Error(), "Config.Thresholds[0]") {
 		t.Errorf("New with a bad threshold: %v", err)
 	}
+	bad = eviction.Config{Summary: n.summary, ActivePods: n.active, Kill: n.kill, AllocatableMemory: resource.MustParse("-1Gi")}
+	if _, err := eviction.New(bad); err == nil || !strings.Contains(err.Error(), "Config.AllocatableMemory") {
+		t.Errorf("New with a negative allocatable memory: %v", err)
+	}
 }
