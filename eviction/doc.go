@@ -32,9 +32,10 @@
 //     Config.Allocatable memory) less the pods' working sets;
 //   - nodefs.available, nodefs.inodesFree: node.fs;
 //   - imagefs.available, imagefs.inodesFree: node.runtime.imageFs;
-//   - containerfs.available, containerfs.inodesFree: node.runtime.
-//     containerFs, the filesystem of the containers' writable layers
-//     (without it, the figures of the filesystem the layers live on).
+//   - containerfs.available, containerfs.inodesFree:
+//     node.runtime.containerFs, the filesystem of the containers'
+//     writable layers (without it, the figures of the filesystem the
+//     layers live on).
 //     As in the kubelet, their thresholds are not configured but copied
 //     from nodefs's (one filesystem, or a split image filesystem:
 //     Config.SplitImageFs) or imagefs's (Config.DedicatedImageFs);
