@@ -106,7 +106,8 @@
 // SplitImageFs, everything for nodefs and containerfs and nothing for
 // imagefs (images are charged to no pod). For PIDs: priority, then
 // process count. Each pod's figures are read once per pass: a pass that
-// ranks 1000 pods takes about 6 ms on two cores (BenchmarkSynchronize1000).
+// ranks 1000 pods takes 6 to 10 ms on two shared cores
+// (BenchmarkSynchronize1000).
 //
 // # Triggers
 //
