@@ -27,6 +27,10 @@ type Result struct {
 	Reason string
 	// Message says why, in the kubelet's words, when Admit is false.
 	Message string
+	// Preemption, set only with Admit, lists the pods that must stop
+	// for the pod to be admitted (a critical pod, see Preempting). The
+	// caller stops them; a caller that cannot must not admit the pod.
+	Preemption *Preemption
 }
 
 // Admitted is the Result of a handler with nothing against the pod.
@@ -46,7 +50,9 @@ type HandlerFunc func(attrs Attributes) Result
 func (f HandlerFunc) Admit(attrs Attributes) Result { return f(attrs) }
 
 // Chain runs its handlers in order; the first rejection wins. An empty
-// Chain admits every pod. It is a Handler itself.
+// Chain admits every pod. It is a Handler itself: a pod it admits
+// carries the Preemption of the handler that asked for one (the last, if
+// several did); a pod it refuses preempts nothing.
 type Chain []Handler
 
 // Admit implements Handler.
@@ -54,12 +60,17 @@ func (c Chain) Admit(attrs Attributes) Result {
 	if attrs.Node == nil {
 		attrs.Node = &v1.Node{}
 	}
+	res := admitted
 	for _, h := range c {
-		if r := h.Admit(attrs); !r.Admit {
+		r := h.Admit(attrs)
+		if !r.Admit {
 			return r
 		}
+		if r.Preemption != nil {
+			res.Preemption = r.Preemption
+		}
 	}
-	return admitted
+	return res
 }
 
 // Options configures Defaults.
@@ -70,22 +81,32 @@ type Options struct {
 	// AllowedUnsafeSysctls are the sysctls, or "prefix.*" patterns, a pod
 	// may set beyond the safe ones (the kubelet's allowedUnsafeSysctls).
 	AllowedUnsafeSysctls []string
+	// Preemption makes the resources check Preempting, the kubelet's
+	// critical pod admission handler: a critical pod that does not fit is
+	// admitted with the pods to stop in Result.Preemption, which the
+	// caller must stop. False: Resources, which refuses it.
+	Preemption bool
 }
 
 // Defaults returns the kubelet's admission chain, in its order:
-// pressure, sysctls, OS, resources, node affinity, node name, host ports,
-// NoExecute taints. It returns an error for an AllowedUnsafeSysctls
+// pressure, sysctls, OS, resources (with Options.Preemption, critical
+// pods preempting), node affinity, node name, host ports, NoExecute
+// taints. It returns an error for an AllowedUnsafeSysctls
 // pattern that is not a valid sysctl name or prefix, naming it.
 func Defaults(o Options) (Chain, error) {
 	sc, err := NewSysctls(o.AllowedUnsafeSysctls)
 	if err != nil {
 		return nil, err
 	}
+	resources := HandlerFunc(Resources)
+	if o.Preemption {
+		resources = Preempting
+	}
 	return Chain{
 		Pressure(o.Pressure),
 		sc,
 		HandlerFunc(OS),
-		HandlerFunc(Resources),
+		resources,
 		HandlerFunc(NodeAffinity),
 		HandlerFunc(NodeName),
 		HandlerFunc(NodePorts),

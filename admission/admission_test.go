@@ -73,6 +73,12 @@ func TestDefaults(t *testing.T) {
 			want: admission.Result{Admit: true}},
 		{name: "cpu counts the other pods' requests", pod: pod("a", requests("600m", "")), others: []*v1.Pod{pod("b", requests("500m", ""))}, node: node(),
 			want: admission.Result{Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu, requested: 600, used: 500, capacity: 1000"}},
+		{name: "every container of the other pods counts", node: node(), pod: pod("a", requests("600m", "")), others: []*v1.Pod{pod("b", requests("300m", ""), func(p *v1.Pod) {
+			p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "d", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("0.2")}}})
+		})}, want: admission.Result{Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu, requested: 600, used: 500, capacity: 1000"}},
+		{name: "the other pods' overhead counts", node: node(), pod: pod("a", requests("600m", "")), others: []*v1.Pod{pod("b", requests("300m", ""), func(p *v1.Pod) {
+			p.Spec.Overhead = v1.ResourceList{v1.ResourceCPU: resource.MustParse("150m")}
+		})}, want: admission.Result{Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu, requested: 600, used: 450, capacity: 1000"}},
 		{name: "memory", pod: pod("a", requests("", "2Gi")), node: node(),
 			want: admission.Result{Reason: "OutOfmemory", Message: "Node didn't have enough resource: memory, requested: 2147483648, used: 0, capacity: 1073741824"}},
 		{name: "pods before cpu", pod: pod("a", requests("2", "")), others: []*v1.Pod{pod("b"), pod("c")}, node: node(),

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 	corev1 "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -57,34 +58,46 @@ func OS(a Attributes) Result {
 // ephemeral-storage, then extended resources by name. A resource the
 // allocatable does not name is not checked.
 func Resources(a Attributes) Result {
+	if short := shortages(a, false); len(short) > 0 {
+		return short[0].result()
+	}
+	return admitted
+}
+
+// shortage is a resource the pod does not fit in, in the kubelet's
+// units (millicores for cpu, else the value).
+type shortage struct {
+	name                      v1.ResourceName
+	requested, used, capacity int64
+}
+
+// amount is how much is missing: the kubelet's GetInsufficientAmount.
+func (s shortage) amount() int64 { return s.requested - (s.capacity - s.used) }
+
+func (s shortage) result() Result {
+	return Result{
+		Reason:  ReasonPrefixOutOf + string(s.name),
+		Message: fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d", s.name, s.requested, s.used, s.capacity),
+	}
+}
+
+// shortages lists the resources the pod does not fit in, in Resources'
+// order: the first only, or all of them.
+func shortages(a Attributes, all bool) []shortage {
 	alloc := a.Node.Status.Allocatable
 	if len(alloc) == 0 {
-		return admitted
+		return nil
 	}
+	var out []shortage
 	if q, ok := alloc[v1.ResourcePods]; ok {
 		if int64(len(a.OtherPods))+1 > q.Value() {
-			return outOf(v1.ResourcePods, 1, int64(len(a.OtherPods)), q.Value())
+			out = append(out, shortage{v1.ResourcePods, 1, int64(len(a.OtherPods)), q.Value()})
+			if !all {
+				return out
+			}
 		}
 	}
 	req := resourcehelper.PodRequests(a.Pod, resourcehelper.PodResourcesOptions{})
-	used := v1.ResourceList{}
-	for _, p := range a.OtherPods {
-		for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
-			u := used[name]
-			u.Add(q)
-			used[name] = u
-		}
-	}
-	amount := func(l v1.ResourceList, name v1.ResourceName) int64 {
-		q, ok := l[name]
-		if !ok {
-			return 0
-		}
-		if name == v1.ResourceCPU {
-			return q.MilliValue()
-		}
-		return q.Value()
-	}
 	order := []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage}
 	var extended []v1.ResourceName
 	for name := range req {
@@ -95,27 +108,71 @@ func Resources(a Attributes) Result {
 		}
 	}
 	sort.Slice(extended, func(i, j int) bool { return extended[i] < extended[j] })
+	// Only what the pod asks for and the node names is checked, so only
+	// that is summed over the other pods.
+	var names []v1.ResourceName
 	for _, name := range append(order, extended...) {
-		if _, ok := alloc[name]; !ok {
-			continue
-		}
-		r := amount(req, name)
-		if r <= 0 {
-			continue
-		}
-		u, c := amount(used, name), amount(alloc, name)
-		if r > c-u {
-			return outOf(name, r, u, c)
+		if _, ok := alloc[name]; ok && amount(req, name) > 0 {
+			names = append(names, name)
 		}
 	}
-	return admitted
+	if len(names) == 0 {
+		return out
+	}
+	used := make([]int64, len(names))
+	for _, p := range a.OtherPods {
+		addRequests(used, names, p)
+	}
+	for i, name := range names {
+		r, u, c := amount(req, name), used[i], amount(alloc, name)
+		if r > c-u {
+			out = append(out, shortage{name, r, u, c})
+			if !all {
+				return out
+			}
+		}
+	}
+	return out
 }
 
-func outOf(name v1.ResourceName, requested, used, capacity int64) Result {
-	return Result{
-		Reason:  ReasonPrefixOutOf + string(name),
-		Message: fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d", name, requested, used, capacity),
+// addRequests adds the pod's requests of names to used, in the kubelet's
+// units, as the scheduler counts a pod: its total (k8s.io/component-
+// helpers' PodRequests) rounded up. A pod of plain containers, the most
+// common, is summed without building its resource list.
+func addRequests(used []int64, names []v1.ResourceName, p *v1.Pod) {
+	if len(p.Spec.InitContainers) > 0 || len(p.Spec.Overhead) > 0 || p.Spec.Resources != nil {
+		reqs := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+		for i, name := range names {
+			used[i] += amount(reqs, name)
+		}
+		return
 	}
+	for i, name := range names {
+		var sum resource.Quantity
+		for j := range p.Spec.Containers {
+			if q, ok := p.Spec.Containers[j].Resources.Requests[name]; ok {
+				sum.Add(q)
+			}
+		}
+		if name == v1.ResourceCPU {
+			used[i] += sum.MilliValue()
+		} else {
+			used[i] += sum.Value()
+		}
+	}
+}
+
+// amount is l's quantity of name in the kubelet's units: millicores for
+// cpu, else the value; 0 when absent.
+func amount(l v1.ResourceList, name v1.ResourceName) int64 {
+	q, ok := l[name]
+	if !ok {
+		return 0
+	}
+	if name == v1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
 }
 
 // NodeAffinity refuses a pod whose spec.nodeSelector or required node

@@ -149,3 +149,45 @@ func TestPodsAddedTogetherAreAdmittedInTurn(t *testing.T) {
 		t.Errorf("third: reason %q message %q, want OutOfcpu %q", got.Reason, got.Message, want)
 	}
 }
+
+// A critical pod that does not fit is admitted in place of a pod it may
+// preempt, as the kubelet's critical pod admission handler does: the
+// preempted pod stops and ends Failed with reason Preempting, the
+// kubelet's message, a DisruptionTarget condition and a warning event;
+// kubelet_preemptions counts it. A pod that is not critical is refused
+// instead, and preempts nothing.
+func TestCriticalPodPreemptsToFit(t *testing.T) {
+	events := &eventLog{}
+	f := startAdmitting(t, events)
+	f.send(podsource.ADD, withCPU(apiPod("filler", v1.RestartPolicyAlways, []string{"main"}), "800m"))
+	f.waitFor("filler", "running", func(s v1.PodStatus) bool { return s.Phase == v1.PodRunning })
+
+	f.send(podsource.ADD, withCPU(apiPod("regular", v1.RestartPolicyAlways, []string{"main"}), "500m"))
+	if got := f.waitFor("regular", "refused", func(s v1.PodStatus) bool { return s.Phase == v1.PodFailed }); got.Reason != "OutOfcpu" {
+		t.Errorf("regular: reason %q, want OutOfcpu", got.Reason)
+	}
+
+	crit := withCPU(apiPod("crit", v1.RestartPolicyAlways, []string{"main"}), "500m")
+	prio := int32(admission.SystemCriticalPriority)
+	crit.Spec.Priority = &prio
+	f.send(podsource.ADD, crit)
+	got := f.waitFor("filler", "preempted and stopped", func(s v1.PodStatus) bool {
+		return s.Phase == v1.PodFailed && len(s.ContainerStatuses) == 1 && s.ContainerStatuses[0].State.Terminated != nil
+	})
+	if got.Reason != "Preempting" || got.Message != "Preempted in order to admit critical pod" {
+		t.Errorf("filler: reason %q message %q, want Preempting, Preempted in order to admit critical pod", got.Reason, got.Message)
+	}
+	checkDisruptionTarget(t, "filler", got, "Pod was preempted by Kubelet to accommodate a critical pod.")
+	f.waitFor("crit", "running", func(s v1.PodStatus) bool { return s.Phase == v1.PodRunning })
+	if !events.has("Preempting: Preempted in order to admit critical pod") {
+		t.Errorf("no Preempting event: %v", events.list)
+	}
+	want := `
+# HELP kubelet_preemptions Cumulative number of pod preemptions by preemption resource
+# TYPE kubelet_preemptions counter
+kubelet_preemptions{preemption_signal="cpu"} 1
+`
+	if err := testutil.GatherAndCompare(f.registry, strings.NewReader(want), "kubelet_preemptions"); err != nil {
+		t.Error(err)
+	}
+}

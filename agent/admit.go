@@ -16,9 +16,10 @@ import (
 )
 
 // newAdmission builds the admission chain: the kubelet's handlers, the
-// pressure check fed by pressure, then Config.AdmitHandlers.
+// pressure check fed by pressure, critical pods preempting others, then
+// Config.AdmitHandlers.
 func newAdmission(cfg *Config, pressure admission.PressureFunc) (admission.Chain, error) {
-	chain, err := admission.Defaults(admission.Options{Pressure: pressure, AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls})
+	chain, err := admission.Defaults(admission.Options{Pressure: pressure, AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls, Preemption: true})
 	if err != nil {
 		return nil, fmt.Errorf("agent: Config.AllowedUnsafeSysctls: %w", err)
 	}
@@ -68,9 +69,13 @@ func (a *Agent) addPods(pods []*v1.Pod) {
 			a.reject(p, ShutdownRejectReason, ShutdownRejectMessage)
 		case !terminal(p.Status.Phase):
 			res := a.admit.Admit(admission.Attributes{Pod: p, OtherPods: others, Node: node})
-			if !res.Admit {
+			switch {
+			case !res.Admit:
 				a.reject(p, res.Reason, res.Message)
-			} else {
+			case res.Preemption != nil:
+				a.preempt(p, res.Preemption)
+				others = append(without(others, res.Preemption.Pods), p)
+			default:
 				others = append(others, p)
 			}
 		}
@@ -124,6 +129,44 @@ func (a *Agent) reject(pod *v1.Pod, reason, message string) {
 	a.status.SetPodStatus(pod, v1.PodStatus{Phase: v1.PodFailed, Reason: r.Reason, Message: r.Message, QOSClass: podutil.QOSClass(pod)})
 }
 
+// preempt stops the pods a critical pod is admitted in place of, as the
+// kubelet's critical pod admission handler does: each gets a warning
+// event Preempting, is recorded Failed with reason Preempting, the
+// kubelet's message and a DisruptionTarget condition, and is killed by
+// its worker within its own grace period, counted in
+// kubelet_preemptions. It does not wait for the kills: the critical pod
+// starts while they stop.
+func (a *Agent) preempt(critical *v1.Pod, p *admission.Preemption) {
+	for _, victim := range p.Pods {
+		a.log.V(2).Info("preempting pod to free resources", "pod", podutil.FullName(victim), "podUID", victim.UID,
+			"requestingPod", podutil.FullName(critical), "resource", p.Resource)
+		a.cfg.Events(victim, v1.EventTypeWarning, admission.ReasonPreempting, admission.PreemptionMessage)
+		a.mu.Lock()
+		a.failed[victim.UID] = failure{
+			Reason:     status.Reason{Reason: admission.ReasonPreempting, Message: admission.PreemptionMessage},
+			disruption: admission.PreemptionDisruptionMessage,
+		}
+		a.mu.Unlock()
+		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: victim, Kill: &podworkers.KillPodOptions{}})
+		a.metrics.preemptions.WithLabelValues(string(p.Resource)).Inc()
+	}
+}
+
+// without is pods less those in drop, by UID.
+func without(pods, drop []*v1.Pod) []*v1.Pod {
+	gone := make(map[types.UID]bool, len(drop))
+	for _, p := range drop {
+		gone[p.UID] = true
+	}
+	out := make([]*v1.Pod, 0, len(pods))
+	for _, p := range pods {
+		if !gone[p.UID] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // failedBy returns the reason the agent failed the pod for (rejected or
 // evicted), if it did.
 func (a *Agent) failedBy(uid types.UID) (status.Reason, bool) {
@@ -142,12 +185,14 @@ func (a *Agent) failure(uid types.UID) (failure, bool) {
 }
 
 // failure is why the agent failed a pod: rejected at admission (it never
-// ran, so it never holds resources), evicted, or terminated by a node
-// shutdown (disruption: the pod gets a DisruptionTarget condition).
+// ran, so it never holds resources), evicted, preempted, or terminated by
+// a node shutdown.
 type failure struct {
 	status.Reason
-	rejected   bool
-	disruption bool
+	rejected bool
+	// disruption, when set, is the message of the DisruptionTarget
+	// condition the pod's status gets (reason TerminationByKubelet).
+	disruption string
 }
 
 func terminal(p v1.PodPhase) bool { return p == v1.PodFailed || p == v1.PodSucceeded }
@@ -160,7 +205,7 @@ func rejectionLabel(reason string) string {
 	switch reason {
 	case admission.ReasonOSSelectorMismatch, admission.ReasonOSNotSupported,
 		admission.ReasonOutOfCPU, admission.ReasonOutOfMemory, admission.ReasonOutOfEphemeralStorage, admission.ReasonOutOfPods,
-		admission.ReasonEvicted, admission.ReasonSysctlForbidden:
+		admission.ReasonEvicted, admission.ReasonSysctlForbidden, admission.ReasonUnexpectedAdmissionError:
 		return reason
 	}
 	if strings.HasPrefix(reason, admission.ReasonPrefixOutOf) {

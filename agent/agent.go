@@ -308,6 +308,7 @@ func (a *Agent) lookup(uid types.UID) (*v1.Pod, bool) {
 type metrics struct {
 	startDuration prometheus.Histogram
 	rejections    *prometheus.CounterVec
+	preemptions   *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry, a *Agent) (*metrics, error) {
@@ -320,6 +321,9 @@ func newMetrics(reg *prometheus.Registry, a *Agent) (*metrics, error) {
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Subsystem: "kubelet", Name: "admission_rejections_total", Help: "Cumulative number pod admission rejections by the Kubelet.",
 		}, []string{"reason"}),
+		preemptions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: "kubelet", Name: "preemptions", Help: "Cumulative number of pod preemptions by preemption resource",
+		}, []string{"preemption_signal"}),
 	}
 	running := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Subsystem: "kubelet", Name: "running_pods", Help: "Number of pods that have a running pod sandbox.",
@@ -334,7 +338,7 @@ func newMetrics(reg *prometheus.Registry, a *Agent) (*metrics, error) {
 		}
 		return float64(n)
 	})
-	for _, c := range []prometheus.Collector{m.startDuration, m.rejections, running} {
+	for _, c := range []prometheus.Collector{m.startDuration, m.rejections, m.preemptions, running} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -90,8 +90,10 @@ type Config struct {
 	// Allocatable is the node's allocatable resources: the pods admitted
 	// must fit in them (OutOfcpu, OutOfmemory, OutOfpods...; a resource
 	// not listed is not checked), and a downwardAPI resourceFieldRef
-	// shows them for a container without that limit. Default: none (no
-	// resource is checked; such a field shows 0).
+	// shows them for a container without that limit; its memory, less
+	// the pods' working sets, is the eviction manager's
+	// allocatableMemory.available. Default: none (no resource is
+	// checked; such a field shows 0).
 	Allocatable v1.ResourceList
 
 	// NodeLabels are the node's labels, which spec.nodeSelector and

@@ -101,12 +101,19 @@
 // refused pod is recorded Failed with the handler's reason and "Pod was
 // rejected: <message>", gets a warning event, and is never started; its
 // worker finishes it at once. Pods already terminal, or being terminated,
-// are not admitted again.
+// are not admitted again. A critical pod that does not fit is admitted
+// in place of the pods admission.Preempting picks: each is recorded
+// Failed with reason Preempting, "Preempted in order to admit critical
+// pod" and a DisruptionTarget condition, gets a warning event, and is
+// killed by its worker within its own grace period
+// (kubelet_preemptions counts them).
 //
 // Eviction (Config.Eviction, off by default): an eviction.Manager reads
 // the node server's stats every 10s and evicts one pod per pass while a
 // threshold is met; the agent records the pod Failed with reason Evicted
-// and the kubelet's message and has its worker kill it within the
+// and the kubelet's message (with a DisruptionTarget condition, reason
+// TerminationByKubelet, when a threshold was met rather than a local
+// storage limit) and has its worker kill it within the
 // manager's grace period, freeing dead containers first when disk is
 // short, and unused images through the image collector when
 // Config.ImageGC is set (which also removes unused images every 5m above

@@ -29,8 +29,12 @@ type EvictionConfig struct {
 	// MaxPodGracePeriodSeconds caps the grace period of a pod evicted
 	// for a soft threshold. Default 0.
 	MaxPodGracePeriodSeconds int64
-	// DedicatedImageFs says images live on a filesystem of their own.
+	// DedicatedImageFs says images and the containers' writable layers
+	// live on a filesystem of their own; SplitImageFs, that images do
+	// while the writable layers stay on the node's filesystem (see
+	// eviction.Config).
 	DedicatedImageFs bool
+	SplitImageFs     bool
 	// ReclaimImages removes unused images when disk is short, before
 	// pods are evicted. Default: the DeleteUnused of the agent's image
 	// collector (Config.ImageGC), if any; else none (dead containers are
@@ -64,6 +68,8 @@ func (a *Agent) newEviction() (*eviction.Manager, error) {
 		ReclaimContainers:        a.reclaimContainers,
 		ReclaimImages:            reclaimImages,
 		DedicatedImageFs:         ec.DedicatedImageFs,
+		SplitImageFs:             ec.SplitImageFs,
+		AllocatableMemory:        a.cfg.Allocatable[v1.ResourceMemory],
 		Clock:                    a.cfg.Clock,
 		Logger:                   a.cfg.Logger.WithName("eviction"),
 		Events:                   a.cfg.Events,
@@ -133,16 +139,22 @@ func (a *Agent) evictionCandidates() []*v1.Pod {
 	return out
 }
 
-// evictPod records the pod Failed with reason Evicted and the message,
-// and has its worker kill it within gracePeriod seconds, as the kubelet's
-// killPodNow does. It does not wait for the kill.
-func (a *Agent) evictPod(_ context.Context, pod *v1.Pod, gracePeriod int64, message string) error {
+// evictPod records the pod Failed with reason Evicted, the message and,
+// for a threshold eviction, a DisruptionTarget condition, and has its
+// worker kill it within the grace period, as the kubelet's killPodNow
+// does. It does not wait for the kill.
+func (a *Agent) evictPod(_ context.Context, pod *v1.Pod, e eviction.Eviction) error {
+	f := failure{Reason: status.Reason{Reason: eviction.Reason, Message: e.Message}}
+	if e.DisruptionTarget != nil {
+		f.disruption = e.DisruptionTarget.Message
+	}
 	a.mu.Lock()
-	a.failed[pod.UID] = failure{Reason: status.Reason{Reason: eviction.Reason, Message: message}}
+	a.failed[pod.UID] = f
 	a.mu.Unlock()
+	grace := e.GracePeriod
 	a.workers.UpdatePod(podworkers.UpdatePodOptions{
 		UpdateType: podworkers.SyncPodKill, Pod: pod,
-		Kill: &podworkers.KillPodOptions{GracePeriodOverride: &gracePeriod},
+		Kill: &podworkers.KillPodOptions{GracePeriodOverride: &grace},
 	})
 	return nil
 }

@@ -10,12 +10,15 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/fakecri"
+	"github.com/nodekit/nodekit/server"
 )
 
 // lowMemory is a node where the pod "hog" uses 300Mi, with 50Mi of
@@ -74,6 +77,7 @@ func TestMemoryPressureEvictsThroughTheAgent(t *testing.T) {
 	if got.Reason != "Evicted" || got.Message != want {
 		t.Errorf("hog: reason %q message %q, want Evicted %q", got.Reason, got.Message, want)
 	}
+	checkDisruptionTarget(t, "hog", got, want)
 	if !events.has("Evicted: " + want) {
 		t.Errorf("no Evicted event: %v", events.list)
 	}
@@ -138,7 +142,175 @@ func TestEphemeralStorageLimitEvictsThroughTheAgent(t *testing.T) {
 	if got.Reason != "Evicted" || got.Message != want {
 		t.Errorf("filler: reason %q message %q, want Evicted %q", got.Reason, got.Message, want)
 	}
+	for _, c := range got.Conditions {
+		if c.Type == v1.DisruptionTarget {
+			t.Errorf("filler: DisruptionTarget %+v after a local storage limit eviction; the kubelet adds none", c)
+		}
+	}
 	if !events.has("Evicted: " + want) {
 		t.Errorf("no Evicted event: %v", events.list)
+	}
+}
+
+// checkDisruptionTarget checks that s has the kubelet's DisruptionTarget
+// condition with the message.
+func checkDisruptionTarget(t *testing.T, name string, s v1.PodStatus, message string) {
+	t.Helper()
+	for _, c := range s.Conditions {
+		if c.Type != v1.DisruptionTarget {
+			continue
+		}
+		if c.Status != v1.ConditionTrue || c.Reason != "TerminationByKubelet" || c.Message != message || c.LastTransitionTime.IsZero() {
+			t.Errorf("%s: DisruptionTarget %+v, want True, TerminationByKubelet, %q and a transition time", name, c, message)
+		}
+		return
+	}
+	t.Errorf("%s: no DisruptionTarget condition in %+v", name, s.Conditions)
+}
+
+// tightAllocatable is a node with plenty of free memory where the pod
+// "hog" uses 10Mi of working set, 950Mi once grown is set.
+type tightAllocatable struct{ grown atomic.Bool }
+
+func (ta *tightAllocatable) Summary(context.Context) (*statsapi.Summary, error) {
+	u := func(v uint64) *uint64 { return &v }
+	ws := uint64(10 << 20)
+	if ta.grown.Load() {
+		ws = 950 << 20
+	}
+	return &statsapi.Summary{
+		Node: statsapi.NodeStats{Memory: &statsapi.MemoryStats{AvailableBytes: u(8 << 30), WorkingSetBytes: u(2 << 30)}},
+		Pods: []statsapi.PodStats{{
+			PodRef:     statsapi.PodReference{Name: "hog", Namespace: "default", UID: "hog-uid"},
+			Memory:     &statsapi.MemoryStats{WorkingSetBytes: u(ws)},
+			Containers: []statsapi.ContainerStats{{Name: "main", Memory: &statsapi.MemoryStats{WorkingSetBytes: u(ws)}}},
+		}},
+	}, nil
+}
+
+// With the default thresholds, a pod that leaves less than 100Mi of the
+// node's allocatable memory is evicted (allocatableMemory.available),
+// though the node has memory to spare.
+func TestAllocatableMemoryEvictsThroughTheAgent(t *testing.T) {
+	fake := newFake(t)
+	dir := t.TempDir()
+	stats := &tightAllocatable{}
+	f := &fidelity{t: t, fake: fake, api: podsource.NewChannel("api", 16), history: &history{}}
+	a, err := agent.New(agent.Config{
+		NodeName: "node", RuntimeService: fake, ImageService: fake, Sources: []podsource.Source{f.api}, StatusSink: f.history,
+		RelistPeriod: 20 * time.Millisecond, HousekeepingPeriod: 50 * time.Millisecond, BackOffPeriod: 50 * time.Millisecond,
+		CRI:         cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: filepath.Join(dir, "pods"), ResolvConf: "-"},
+		Allocatable: v1.ResourceList{v1.ResourceMemory: resource.MustParse("1Gi")},
+		Server:      agent.ServerConfig{Stats: stats},
+		Eviction:    &agent.EvictionConfig{MonitoringInterval: 50 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilCleanup(t, a)
+	f.send(podsource.SET)
+	f.send(podsource.ADD, apiPod("hog", v1.RestartPolicyAlways, []string{"main"}))
+	f.waitFor("hog", "running", func(s v1.PodStatus) bool { return s.Phase == v1.PodRunning })
+	stats.grown.Store(true)
+	got := f.waitFor("hog", "evicted", func(s v1.PodStatus) bool { return s.Phase == v1.PodFailed })
+	want := "The node was low on resource: memory. Threshold quantity: 100Mi, available: 74Mi. Container main was using 950Mi, request is 0, has larger consumption of memory. "
+	if got.Reason != "Evicted" || got.Message != want {
+		t.Errorf("hog: reason %q message %q, want Evicted %q", got.Reason, got.Message, want)
+	}
+}
+
+// On fakecri with scripted disks, a drop of the node filesystem's free
+// space below nodefs.available<100Mi makes the agent reclaim at node
+// level first (the dead container of a finished pod, an unused image)
+// and, that not being enough, evict the pod whose writable layer and
+// logs take the most, with the kubelet's message, end to end through
+// server.CRIStats and fakecri.DiskStats.
+func TestDiskPressureOnFakecri(t *testing.T) {
+	fake, err := fakecri.New(fakecri.Config{PodCIDR: "127.88.0.0/16", Images: []string{"nodekit.test/unused:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	disks := func(otherMi uint64) fakecri.Disks {
+		return fakecri.Disks{Node: fakecri.Filesystem{CapacityBytes: 1000 << 20, Inodes: 1e6, UsedBytes: otherMi << 20}}
+	}
+	fake.SetDisks(disks(500))
+	base, err := server.NewCRIStats(server.CRIStatsConfig{NodeName: "node", Runtime: fake, ProcDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reclaimedImages atomic.Int32
+	reclaimImages := func(ctx context.Context) error {
+		reclaimedImages.Add(1)
+		return fake.RemoveImage(ctx, &runtimeapi.ImageSpec{Image: "nodekit.test/unused:1"})
+	}
+	dir := t.TempDir()
+	events := &eventLog{}
+	f := &fidelity{t: t, fake: fake, api: podsource.NewChannel("api", 16), history: &history{}}
+	a, err := agent.New(agent.Config{
+		NodeName: "node", RuntimeService: fake, ImageService: fake, Sources: []podsource.Source{f.api}, StatusSink: f.history,
+		RelistPeriod: 20 * time.Millisecond, HousekeepingPeriod: 50 * time.Millisecond, BackOffPeriod: 50 * time.Millisecond,
+		CRI:    cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: filepath.Join(dir, "pods"), ResolvConf: "-"},
+		Server: agent.ServerConfig{Stats: fake.DiskStats(base)},
+		Eviction: &agent.EvictionConfig{
+			MonitoringInterval: 50 * time.Millisecond, ReclaimImages: reclaimImages,
+			Thresholds: []eviction.Threshold{{Signal: eviction.SignalNodeFsAvailable, Value: eviction.Value{Quantity: ptr(resource.MustParse("100Mi"))}}},
+		},
+		Events: events.add,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilCleanup(t, a)
+	f.send(podsource.SET)
+	f.send(podsource.ADD,
+		apiPod("job", v1.RestartPolicyNever, []string{"main"}, fakecri.EnvExitCode, "0", fakecri.EnvRootfsBytes, "30Mi"),
+		apiPod("writer", v1.RestartPolicyAlways, []string{"main"}, fakecri.EnvRootfsBytes, "50Mi", fakecri.EnvLogBytes, "30Mi"),
+		apiPod("quiet", v1.RestartPolicyAlways, []string{"main"}, fakecri.EnvRootfsBytes, "1Mi"))
+	f.waitFor("job", "succeeded", func(s v1.PodStatus) bool { return s.Phase == v1.PodSucceeded })
+	f.waitFor("writer", "running", func(s v1.PodStatus) bool { return s.Phase == v1.PodRunning })
+	f.waitFor("quiet", "running", func(s v1.PodStatus) bool { return s.Phase == v1.PodRunning })
+	if _, disk, _ := a.Pressure(); disk {
+		t.Fatalf("disk pressure with 381Mi free")
+	}
+	jobContainers := func() int {
+		cs, err := fake.ListContainers(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, c := range cs {
+			if c.GetLabels()["io.kubernetes.pod.name"] == "job" {
+				n++
+			}
+		}
+		return n
+	}
+	if n := jobContainers(); n != 1 {
+		t.Fatalf("the finished job has %d containers, want its dead one", n)
+	}
+
+	// 320Mi more of other files: 61Mi free. Removing the job's container
+	// (30Mi) and the unused image (4Mi) leaves 95Mi: writer must go.
+	fake.SetDisks(disks(820))
+	got := f.waitFor("writer", "evicted", func(s v1.PodStatus) bool { return s.Phase == v1.PodFailed })
+	want := "The node was low on resource: ephemeral-storage. Threshold quantity: 100Mi, available: 61Mi. Container main was using 80Mi, request is 0, has larger consumption of ephemeral-storage. "
+	if got.Reason != "Evicted" || got.Message != want {
+		t.Errorf("writer: reason %q message %q, want Evicted %q", got.Reason, got.Message, want)
+	}
+	checkDisruptionTarget(t, "writer", got, want)
+	if n := jobContainers(); n != 0 {
+		t.Errorf("the job's dead container is still there: no node-level reclaim before the eviction")
+	}
+	if reclaimedImages.Load() == 0 {
+		t.Errorf("unused images were not reclaimed before the eviction")
+	}
+	if _, disk, _ := a.Pressure(); !disk {
+		t.Errorf("no disk pressure reported")
+	}
+	if !events.has("Evicted: " + want) {
+		t.Errorf("no Evicted event: %v", events.list)
+	}
+	if s, _ := f.history.last("quiet"); s.Phase != v1.PodRunning {
+		t.Errorf("quiet is %s, want Running: one eviction per pass, the largest user first", s.Phase)
 	}
 }

@@ -158,7 +158,7 @@ func (a *Agent) shutdownGroup(ctx context.Context, g ShutdownPriority, pods []*v
 		a.log.V(1).Info("node shutdown: killing pod", "pod", podutil.FullName(pod), "podUID", pod.UID, "gracePeriod", grace, "priority", g.Priority)
 		waits = append(waits, a.awaitStopped(pod.UID))
 		a.mu.Lock()
-		a.failed[pod.UID] = failure{Reason: status.Reason{Reason: ShutdownReason, Message: ShutdownMessage}, disruption: true}
+		a.failed[pod.UID] = failure{Reason: status.Reason{Reason: ShutdownReason, Message: ShutdownMessage}, disruption: ShutdownMessage}
 		a.mu.Unlock()
 		a.workers.UpdatePod(podworkers.UpdatePodOptions{
 			UpdateType: podworkers.SyncPodKill, Pod: pod,
@@ -222,11 +222,12 @@ func (a *Agent) NodeHealth() error {
 }
 
 // disruptionTarget sets the DisruptionTarget condition of a pod the node
-// terminates, keeping the transition time of prev's (nil: none).
-func disruptionTarget(s, prev *v1.PodStatus, now time.Time) {
+// terminates (shutdown, eviction, preemption), with the message, keeping
+// the transition time of prev's (nil: none).
+func disruptionTarget(s, prev *v1.PodStatus, message string, now time.Time) {
 	c := v1.PodCondition{
 		Type: v1.DisruptionTarget, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(now),
-		Reason: v1.PodReasonTerminationByKubelet, Message: ShutdownMessage,
+		Reason: v1.PodReasonTerminationByKubelet, Message: message,
 	}
 	if prev != nil {
 		for _, p := range prev.Conditions {

@@ -324,8 +324,8 @@ func (a *Agent) generateAt(pod *v1.Pod, rs *runtime.PodStatus, stage status.Stag
 	s := status.Generate(in)
 	if f, failed := a.failure(pod.UID); failed {
 		s.Phase, s.Reason, s.Message = v1.PodFailed, f.Reason.Reason, f.Message
-		if f.disruption {
-			disruptionTarget(&s, in.Previous, in.Now)
+		if f.disruption != "" {
+			disruptionTarget(&s, in.Previous, f.disruption, in.Now)
 		}
 	}
 	if !ok || prev.Phase != v1.PodRunning {

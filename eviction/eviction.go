@@ -27,10 +27,27 @@ const Reason = "Evicted"
 type SummaryFunc func(ctx context.Context) (*statsapi.Summary, error)
 
 // KillFunc kills an evicted pod: it stops the pod's containers within
-// gracePeriod seconds and records its status Failed with reason Evicted
-// and message. It may return before the containers are gone. An error
-// means the pod was not killed; the manager tries the next pod.
-type KillFunc func(ctx context.Context, pod *v1.Pod, gracePeriod int64, message string) error
+// e.GracePeriod seconds and records its status Failed with reason Evicted
+// and e.Message, with e.DisruptionTarget among its conditions when set.
+// It may return before the containers are gone. An error means the pod
+// was not killed; the manager tries the next pod.
+type KillFunc func(ctx context.Context, pod *v1.Pod, e Eviction) error
+
+// Eviction is what the manager asks a KillFunc to do to a pod.
+type Eviction struct {
+	// GracePeriod is how long, in seconds, the pod's containers get to
+	// stop.
+	GracePeriod int64
+	// Message is the status message, the kubelet's ("The node was low on
+	// resource: memory. ...").
+	Message string
+	// DisruptionTarget, when set, is a condition for the pod's status:
+	// type DisruptionTarget, status True, reason TerminationByKubelet and
+	// the eviction message, as the kubelet adds it to a pod evicted at a
+	// threshold. Evictions for a local storage limit have none, as in the
+	// kubelet. The KillFunc may set its LastTransitionTime.
+	DisruptionTarget *v1.PodCondition
+}
 
 // ReclaimFunc frees node-level resources (dead containers, unused
 // images) before pods are evicted for disk.
@@ -50,10 +67,22 @@ type Config struct {
 	// (polling every second, up to 30s) before its next pass, as the
 	// kubelet does. Nil: the next pass comes after MonitoringInterval.
 	PodCleanedUp func(*v1.Pod) bool
-	// Thresholds are the eviction thresholds. Nil: the kubelet's default
-	// hard thresholds (DefaultHard). An empty non-nil slice: none (no
-	// pressure, and evictions only for local storage limits).
+	// Thresholds are the eviction thresholds. Nil: the kubelet's
+	// defaults, DefaultHard with enforceNodeAllocatable [pods] (so also
+	// allocatableMemory.available<100Mi). An empty non-nil slice: none
+	// (no pressure, and evictions only for local storage limits). As in
+	// the kubelet, the containerfs thresholds are not taken from here but
+	// copied from those of the filesystem the containers' writable layers
+	// live on (nodefs, or imagefs with DedicatedImageFs and not
+	// SplitImageFs); a containerfs threshold given here is ignored, with
+	// a log line.
 	Thresholds []Threshold
+	// AllocatableMemory is the node's allocatable memory (what the pods
+	// may use together): allocatableMemory.available is it less the
+	// pods' working sets when the Summary has no "pods" system container,
+	// whose figures the kubelet uses. Zero: unknown, and without that
+	// container allocatableMemory.available is not observed.
+	AllocatableMemory resource.Quantity
 	// MonitoringInterval is the time between passes. Default 10s, the
 	// kubelet's.
 	MonitoringInterval time.Duration
@@ -65,14 +94,23 @@ type Config struct {
 	// kubelet's: the runtime's minimum applies.
 	MaxPodGracePeriodSeconds int64
 	// ReclaimContainers and ReclaimImages free disk at node level before
-	// any pod is evicted for a disk signal (nodefs or imagefs; with
-	// DedicatedImageFs, imagefs only): dead containers first, then
-	// unused images. Nil: nothing to reclaim.
+	// any pod is evicted for a disk signal, dead containers first, then
+	// unused images, where each helps, as in the kubelet: with one
+	// filesystem, both for every disk signal; with DedicatedImageFs, both
+	// for imagefs and containerfs and neither for nodefs; with
+	// SplitImageFs, containers for nodefs and containerfs, images for
+	// imagefs. Nil: nothing to reclaim.
 	ReclaimContainers ReclaimFunc
 	ReclaimImages     ReclaimFunc
-	// DedicatedImageFs says images live on a filesystem of their own, so
-	// freeing images and containers does not help nodefs.
+	// DedicatedImageFs says images and the containers' writable layers
+	// live on a filesystem of their own (imagefs), apart from the node's
+	// (nodefs: logs, volumes). It decides what each disk signal reclaims
+	// and what ranking counts of a pod, and containerfs's thresholds.
 	DedicatedImageFs bool
+	// SplitImageFs says images live on an image filesystem of their own
+	// while the writable layers stay on the node's (the kubelet's split
+	// image filesystem); it implies DedicatedImageFs.
+	SplitImageFs bool
 	// Clock paces the passes. Default: the real clock.
 	Clock clock.WithTicker
 	// Logger: V(0) evictions, V(2) passes that find pressure.
@@ -89,9 +127,11 @@ type Config struct {
 // pressure conditions, and evicts one pod per pass while a threshold is
 // met. Its methods are safe for concurrent use.
 type Manager struct {
-	cfg       Config
-	log       logr.Logger
-	evictions *prometheus.CounterVec
+	cfg         Config
+	log         logr.Logger
+	evictions   *prometheus.CounterVec
+	fs          layout
+	allocatable int64 // bytes of AllocatableMemory
 
 	// mu guards the fields below.
 	mu                 sync.RWMutex
@@ -113,11 +153,17 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("eviction: Config.Kill is required")
 	}
 	if cfg.Thresholds == nil {
-		ts, err := Parse(Spec{Hard: DefaultHard()})
+		ts, err := Parse(Spec{Hard: DefaultHard(), EnforceNodeAllocatable: []string{NodeAllocatableEnforcementPods}})
 		if err != nil {
 			return nil, err
 		}
 		cfg.Thresholds = ts
+	}
+	if cfg.SplitImageFs {
+		cfg.DedicatedImageFs = true
+	}
+	if cfg.AllocatableMemory.Sign() < 0 {
+		return nil, fmt.Errorf("eviction: Config.AllocatableMemory %s is negative", cfg.AllocatableMemory.String())
 	}
 	for i, t := range cfg.Thresholds {
 		if _, _, ok := signalInfo(t.Signal); !ok {
@@ -127,7 +173,9 @@ func New(cfg Config) (*Manager, error) {
 			return nil, fmt.Errorf("eviction: Config.Thresholds[%d] (%s): no quantity and a percentage outside (0, 1]", i, t.Signal)
 		}
 	}
-	cfg.Thresholds = append([]Threshold(nil), cfg.Thresholds...)
+	fs := layout{dedicated: cfg.DedicatedImageFs, split: cfg.SplitImageFs}
+	ts, ignored := withContainerFs(cfg.Thresholds, fs)
+	cfg.Thresholds = ts
 	if cfg.MonitoringInterval <= 0 {
 		cfg.MonitoringInterval = 10 * time.Second
 	}
@@ -151,8 +199,11 @@ func New(cfg Config) (*Manager, error) {
 			return nil, fmt.Errorf("eviction: registering metrics: %w", err)
 		}
 	}
+	if ignored {
+		cfg.Logger.Info("containerfs thresholds are those of the filesystem the containers' writable layers live on; the ones configured are ignored")
+	}
 	return &Manager{
-		cfg: cfg, log: cfg.Logger, evictions: evictions,
+		cfg: cfg, log: cfg.Logger, evictions: evictions, fs: fs, allocatable: cfg.AllocatableMemory.Value(),
 		firstObservedAt:    map[int]time.Time{},
 		conditionsObserved: map[v1.NodeConditionType]time.Time{},
 	}, nil
@@ -239,7 +290,7 @@ func (m *Manager) Synchronize(ctx context.Context) []*v1.Pod {
 		m.log.Error(err, "reading the stats summary failed")
 		return nil
 	}
-	obs := observe(summary)
+	obs := observe(summary, m.allocatable, m.fs)
 	all := make([]int, len(ts))
 	for i := range ts {
 		all[i] = i
@@ -290,7 +341,7 @@ func (m *Manager) Synchronize(ctx context.Context) []*v1.Pod {
 	}
 	// Memory first, then in configuration order.
 	sort.SliceStable(due, func(a, b int) bool {
-		return ts[due[a]].Signal == SignalMemoryAvailable && ts[due[b]].Signal != SignalMemoryAvailable
+		return isMemory(ts[due[a]].Signal) && !isMemory(ts[due[b]].Signal)
 	})
 	t := ts[due[0]]
 	res, _, _ := signalInfo(t.Signal)
@@ -306,7 +357,7 @@ func (m *Manager) Synchronize(ctx context.Context) []*v1.Pod {
 		return nil
 	}
 	pods = append([]*v1.Pod(nil), pods...)
-	Rank(pods, res, stats)
+	rank(pods, res, m.fs.measure(t.Signal), stats)
 	for _, p := range pods {
 		if podutil.IsCritical(p) {
 			continue
@@ -321,7 +372,11 @@ func (m *Manager) Synchronize(ctx context.Context) []*v1.Pod {
 		msg := message(res, p, stats, t, obs[t.Signal])
 		m.cfg.Events(p, v1.EventTypeWarning, Reason, msg)
 		m.log.Info("evicting pod", "pod", podutil.FullName(p), "podUID", p.UID, "message", msg)
-		if err := m.cfg.Kill(ctx, p, grace, msg); err != nil {
+		cond := &v1.PodCondition{
+			Type: v1.DisruptionTarget, Status: v1.ConditionTrue,
+			Reason: v1.PodReasonTerminationByKubelet, Message: msg,
+		}
+		if err := m.cfg.Kill(ctx, p, Eviction{GracePeriod: grace, Message: msg, DisruptionTarget: cond}); err != nil {
 			m.log.Error(err, "evicting pod failed", "pod", podutil.FullName(p), "podUID", p.UID)
 			continue
 		}
@@ -336,12 +391,12 @@ func (m *Manager) Synchronize(ctx context.Context) []*v1.Pod {
 // whether no threshold (with its minimum reclaim) is met afterwards.
 func (m *Manager) reclaimNode(ctx context.Context, s Signal) bool {
 	var funcs []ReclaimFunc
-	switch s {
-	case SignalImageFsAvailable, SignalImageFsInodesFree:
-		funcs = []ReclaimFunc{m.cfg.ReclaimContainers, m.cfg.ReclaimImages}
-	case SignalNodeFsAvailable, SignalNodeFsInodesFree:
-		if !m.cfg.DedicatedImageFs {
-			funcs = []ReclaimFunc{m.cfg.ReclaimContainers, m.cfg.ReclaimImages}
+	if containers, images := m.fs.reclaim(s); containers || images {
+		if containers {
+			funcs = append(funcs, m.cfg.ReclaimContainers)
+		}
+		if images {
+			funcs = append(funcs, m.cfg.ReclaimImages)
 		}
 	}
 	ran := false
@@ -366,7 +421,7 @@ func (m *Manager) reclaimNode(ctx context.Context, s Signal) bool {
 	for i := range all {
 		all[i] = i
 	}
-	return len(met(m.cfg.Thresholds, observe(summary), all, true)) == 0
+	return len(met(m.cfg.Thresholds, observe(summary, m.allocatable, m.fs), all, true)) == 0
 }
 
 // message is the kubelet's eviction message: the resource, the

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
@@ -47,6 +48,7 @@ type node struct {
 	killed    []string
 	grace     []int64
 	messages  []string
+	conds     []*v1.PodCondition // each kill's DisruptionTarget
 	reclaimed []string
 }
 
@@ -80,12 +82,13 @@ func (n *node) active() []*v1.Pod {
 	return append([]*v1.Pod(nil), n.pods...)
 }
 
-func (n *node) kill(_ context.Context, p *v1.Pod, grace int64, msg string) error {
+func (n *node) kill(_ context.Context, p *v1.Pod, e eviction.Eviction) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.killed = append(n.killed, p.Name)
-	n.grace = append(n.grace, grace)
-	n.messages = append(n.messages, msg)
+	n.grace = append(n.grace, e.GracePeriod)
+	n.messages = append(n.messages, e.Message)
+	n.conds = append(n.conds, e.DisruptionTarget)
 	for i, q := range n.pods {
 		if q.UID == p.UID {
 			n.pods = append(n.pods[:i:i], n.pods[i+1:]...)
@@ -160,6 +163,10 @@ func TestMemoryPressureEvictsThePodOverItsRequest(t *testing.T) {
 	want := "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. Container c was using 300Mi, request is 100Mi, has larger consumption of memory. "
 	if n.messages[0] != want || n.grace[0] != 1 {
 		t.Errorf("message %q grace %d, want %q grace 1", n.messages[0], n.grace[0], want)
+	}
+	wantCond := &v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: "TerminationByKubelet", Message: want}
+	if d := cmp.Diff(wantCond, n.conds[0]); d != "" {
+		t.Errorf("DisruptionTarget condition (-want +got):\n%s", d)
 	}
 	if pressure(m) != "memory=true disk=false pid=false" {
 		t.Errorf("pressure %s, want memory", pressure(m))
@@ -360,5 +367,9 @@ func TestNewRequiresItsFuncs(t *testing.T) {
 	bad := eviction.Config{Summary: n.summary, ActivePods: n.active, Kill: n.kill, Thresholds: []eviction.Threshold{{Signal: "memory.free"}}}
 	if _, err := eviction.New(bad); err == nil || !strings.Contains(err.Error(), "Config.Thresholds[0]") {
 		t.Errorf("New with a bad threshold: %v", err)
+	}
+	bad = eviction.Config{Summary: n.summary, ActivePods: n.active, Kill: n.kill, AllocatableMemory: resource.MustParse("-1Gi")}
+	if _, err := eviction.New(bad); err == nil || !strings.Contains(err.Error(), "Config.AllocatableMemory") {
+		t.Errorf("New with a negative allocatable memory: %v", err)
 	}
 }

@@ -29,8 +29,9 @@ func Example() {
 	mgr, err := eviction.New(eviction.Config{
 		Summary:    func(context.Context) (*statsapi.Summary, error) { return summary, nil },
 		ActivePods: func() []*v1.Pod { return []*v1.Pod{pod} },
-		Kill: func(_ context.Context, p *v1.Pod, grace int64, msg string) error {
-			fmt.Printf("kill %s within %ds: %s\n", p.Name, grace, strings.TrimSpace(msg))
+		Kill: func(_ context.Context, p *v1.Pod, e eviction.Eviction) error {
+			fmt.Printf("kill %s within %ds: %s\n", p.Name, e.GracePeriod, strings.TrimSpace(e.Message))
+			fmt.Printf("condition %s=%s, reason %s\n", e.DisruptionTarget.Type, e.DisruptionTarget.Status, e.DisruptionTarget.Reason)
 			return nil
 		},
 	})
@@ -42,5 +43,29 @@ func Example() {
 	fmt.Println("memory pressure:", memory, "disk:", disk, "pid:", pid)
 	// Output:
 	// kill hog within 1s: The node was low on resource: memory. Threshold quantity: 100Mi, available: 64Mi. Container main was using 512Mi, request is 0, has larger consumption of memory.
+	// condition DisruptionTarget=True, reason TerminationByKubelet
 	// memory pressure: true disk: false pid: false
+}
+
+// Parse reads a kubelet's thresholds; with enforceNodeAllocatable
+// [pods], the kubelet's default, the hard memory.available threshold
+// also applies to the memory left to the pods.
+func ExampleParse() {
+	ts, err := eviction.Parse(eviction.Spec{
+		Hard:                   map[string]string{"memory.available": "200Mi", "nodefs.available": "10%"},
+		Soft:                   map[string]string{"memory.available": "500Mi"},
+		SoftGracePeriod:        map[string]string{"memory.available": "1m30s"},
+		EnforceNodeAllocatable: []string{eviction.NodeAllocatableEnforcementPods},
+	})
+	if err != nil {
+		panic(err)
+	}
+	for _, t := range ts {
+		fmt.Println(t, "hard:", t.Hard())
+	}
+	// Output:
+	// memory.available<200Mi hard: true
+	// nodefs.available<10% hard: true
+	// memory.available<500Mi hard: false
+	// allocatableMemory.available<200Mi hard: true
 }

@@ -45,7 +45,7 @@ func (m *Manager) localStorageEviction(ctx context.Context, pods []*v1.Pod, stat
 		// As in the kubelet, a pod whose kill failed still counts as
 		// evicted in this pass: its limit is what it broke, and the next
 		// pass will find it again.
-		if err := m.cfg.Kill(ctx, p, 1, msg); err != nil {
+		if err := m.cfg.Kill(ctx, p, Eviction{GracePeriod: 1, Message: msg}); err != nil {
 			m.log.Error(err, "evicting pod failed", "pod", podutil.FullName(p), "podUID", p.UID)
 		}
 		m.evictions.WithLabelValues(signal).Inc()
@@ -57,20 +57,23 @@ func (m *Manager) localStorageEviction(ctx context.Context, pods []*v1.Pod, stat
 // overLocalStorageLimit returns the eviction message and metric signal of
 // the first local storage limit pod p is over according to ps, or "".
 func overLocalStorageLimit(p *v1.Pod, ps statsapi.PodStats, dedicatedImageFs bool) (string, string) {
-	// emptyDir volumes over their sizeLimit.
-	used := map[string]*resource.Quantity{}
-	for _, vs := range ps.VolumeStats {
-		if vs.UsedBytes != nil {
-			used[vs.Name] = resource.NewQuantity(int64(*vs.UsedBytes), resource.BinarySI)
-		}
+	if !hasLocalStorageLimit(p) {
+		return "", ""
 	}
+	// emptyDir volumes over their sizeLimit.
 	for _, vol := range p.Spec.Volumes {
 		ed := vol.EmptyDir
 		if ed == nil || ed.SizeLimit == nil || ed.SizeLimit.Sign() <= 0 {
 			continue
 		}
-		if u := used[vol.Name]; u != nil && u.Cmp(*ed.SizeLimit) > 0 {
-			return fmt.Sprintf("Usage of EmptyDir volume %q exceeds the limit %q. ", vol.Name, ed.SizeLimit.String()), signalEmptyDirLimit
+		for _, vs := range ps.VolumeStats {
+			if vs.Name != vol.Name || vs.UsedBytes == nil {
+				continue
+			}
+			if resource.NewQuantity(int64(*vs.UsedBytes), resource.BinarySI).Cmp(*ed.SizeLimit) > 0 {
+				return fmt.Sprintf("Usage of EmptyDir volume %q exceeds the limit %q. ", vol.Name, ed.SizeLimit.String()), signalEmptyDirLimit
+			}
+			break
 		}
 	}
 
@@ -118,6 +121,26 @@ func overLocalStorageLimit(p *v1.Pod, ps statsapi.PodStats, dedicatedImageFs boo
 		}
 	}
 	return "", ""
+}
+
+// hasLocalStorageLimit reports whether the pod sets any limit the local
+// storage checks enforce: an emptyDir sizeLimit or a container's (or
+// init container's) ephemeral-storage limit. Most pods set none, and
+// are skipped at no cost.
+func hasLocalStorageLimit(p *v1.Pod) bool {
+	for i := range p.Spec.Volumes {
+		if ed := p.Spec.Volumes[i].EmptyDir; ed != nil && ed.SizeLimit != nil {
+			return true
+		}
+	}
+	for _, cs := range [][]v1.Container{p.Spec.Containers, p.Spec.InitContainers} {
+		for i := range cs {
+			if _, ok := cs[i].Resources.Limits[v1.ResourceEphemeralStorage]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // fsUsed is the bytes used on fs, 0 when unknown.

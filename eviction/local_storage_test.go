@@ -130,6 +130,9 @@ func TestEmptyDirOverItsSizeLimitEvictsThePod(t *testing.T) {
 	if len(s.messages) != 1 || s.messages[0] != msg || s.grace[0] != 1 {
 		t.Errorf("kill messages %q grace %v, want [%q] [1]", s.messages, s.grace, msg)
 	}
+	if s.conds[0] != nil {
+		t.Errorf("DisruptionTarget %+v for a local storage limit eviction, want none (the kubelet adds it at thresholds only)", s.conds[0])
+	}
 	if want := "scratchy Warning Evicted: " + msg; len(s.event) != 1 || s.event[0] != want {
 		t.Errorf("events %q, want [%q]", s.event, want)
 	}

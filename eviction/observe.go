@@ -12,15 +12,22 @@ type observation struct {
 	available, capacity *resource.Quantity
 }
 
-// observe reads every signal the summary has.
-func observe(s *statsapi.Summary) map[Signal]observation {
-	out := map[Signal]observation{}
+// observe reads every signal the summary has. allocatable is the node's
+// allocatable memory in bytes (0: unknown), for
+// allocatableMemory.available when the summary has no "pods" system
+// container; fs says where the containers' writable layers live, for
+// containerfs when the summary has no containerFs.
+func observe(s *statsapi.Summary, allocatable int64, fs layout) map[Signal]observation {
+	out := make(map[Signal]observation, 9)
 	bin := func(v uint64) *resource.Quantity { return resource.NewQuantity(int64(v), resource.BinarySI) }
 	dec := func(v uint64) *resource.Quantity { return resource.NewQuantity(int64(v), resource.DecimalSI) }
 	if m := s.Node.Memory; m != nil && m.AvailableBytes != nil && m.WorkingSetBytes != nil {
 		out[SignalMemoryAvailable] = observation{bin(*m.AvailableBytes), bin(*m.AvailableBytes + *m.WorkingSetBytes)}
 	}
-	fs := func(f *statsapi.FsStats, bytes, inodes Signal) {
+	if o, ok := allocatableMemory(s, allocatable); ok {
+		out[SignalAllocatableMemoryAvailable] = o
+	}
+	read := func(f *statsapi.FsStats, bytes, inodes Signal) {
 		if f == nil {
 			return
 		}
@@ -31,10 +38,22 @@ func observe(s *statsapi.Summary) map[Signal]observation {
 			out[inodes] = observation{dec(*f.InodesFree), dec(*f.Inodes)}
 		}
 	}
-	fs(s.Node.Fs, SignalNodeFsAvailable, SignalNodeFsInodesFree)
+	read(s.Node.Fs, SignalNodeFsAvailable, SignalNodeFsInodesFree)
+	var imageFs, containerFs *statsapi.FsStats
 	if s.Node.Runtime != nil {
-		fs(s.Node.Runtime.ImageFs, SignalImageFsAvailable, SignalImageFsInodesFree)
+		imageFs, containerFs = s.Node.Runtime.ImageFs, s.Node.Runtime.ContainerFs
 	}
+	read(imageFs, SignalImageFsAvailable, SignalImageFsInodesFree)
+	if containerFs == nil {
+		// The figures of the filesystem the writable layers live on: the
+		// image filesystem, or the node's with a split image filesystem
+		// or none reported.
+		containerFs = imageFs
+		if fs.split || imageFs == nil {
+			containerFs = s.Node.Fs
+		}
+	}
+	read(containerFs, SignalContainerFsAvailable, SignalContainerFsInodesFree)
 	if r := s.Node.Rlimit; r != nil && r.MaxPID != nil && r.NumOfRunningProcesses != nil {
 		out[SignalPIDAvailable] = observation{
 			resource.NewQuantity(*r.MaxPID-int64(*r.NumOfRunningProcesses), resource.DecimalSI),
@@ -42,6 +61,36 @@ func observe(s *statsapi.Summary) map[Signal]observation {
 		}
 	}
 	return out
+}
+
+// allocatableMemory observes allocatableMemory.available: from the
+// summary's "pods" system container, as the kubelet does, or else as
+// allocatable (bytes) less the pods' working sets.
+func allocatableMemory(s *statsapi.Summary, allocatable int64) (observation, bool) {
+	for _, c := range s.Node.SystemContainers {
+		if c.Name != statsapi.SystemContainerPods {
+			continue
+		}
+		if m := c.Memory; m != nil && m.AvailableBytes != nil && m.WorkingSetBytes != nil {
+			return observation{
+				resource.NewQuantity(int64(*m.AvailableBytes), resource.BinarySI),
+				resource.NewQuantity(int64(*m.AvailableBytes+*m.WorkingSetBytes), resource.BinarySI),
+			}, true
+		}
+	}
+	if allocatable <= 0 {
+		return observation{}, false
+	}
+	var used int64
+	for i := range s.Pods {
+		if m := s.Pods[i].Memory; m != nil && m.WorkingSetBytes != nil {
+			used += int64(*m.WorkingSetBytes)
+		}
+	}
+	return observation{
+		resource.NewQuantity(max(allocatable-used, 0), resource.BinarySI),
+		resource.NewQuantity(allocatable, resource.BinarySI),
+	}, true
 }
 
 // met returns the thresholds (by index) whose signal is below their
@@ -75,50 +124,4 @@ func podStats(s *statsapi.Summary) func(*v1.Pod) (statsapi.PodStats, bool) {
 		ps, ok := m[p.UID]
 		return ps, ok
 	}
-}
-
-// memoryUsage is a pod's working set.
-func memoryUsage(ps statsapi.PodStats) *resource.Quantity {
-	if ps.Memory == nil || ps.Memory.WorkingSetBytes == nil {
-		return resource.NewQuantity(0, resource.BinarySI)
-	}
-	return resource.NewQuantity(int64(*ps.Memory.WorkingSetBytes), resource.BinarySI)
-}
-
-// diskUsage is a pod's ephemeral storage (bytes) or inodes: the
-// summary's pod total when it has one, else its containers' root
-// filesystems and logs.
-func diskUsage(ps statsapi.PodStats, res v1.ResourceName) *resource.Quantity {
-	var total uint64
-	pick := func(f *statsapi.FsStats) uint64 {
-		if f == nil {
-			return 0
-		}
-		if res == resourceInodes {
-			if f.InodesUsed != nil {
-				return *f.InodesUsed
-			}
-			return 0
-		}
-		if f.UsedBytes != nil {
-			return *f.UsedBytes
-		}
-		return 0
-	}
-	if ps.EphemeralStorage != nil {
-		total = pick(ps.EphemeralStorage)
-	} else {
-		for _, c := range ps.Containers {
-			total += pick(c.Rootfs) + pick(c.Logs)
-		}
-	}
-	return resource.NewQuantity(int64(total), resource.BinarySI)
-}
-
-// processUsage is a pod's process count.
-func processUsage(ps statsapi.PodStats) uint64 {
-	if ps.ProcessStats == nil || ps.ProcessStats.ProcessCount == nil {
-		return 0
-	}
-	return *ps.ProcessStats.ProcessCount
 }

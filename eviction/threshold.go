@@ -3,6 +3,7 @@ package eviction
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +21,11 @@ const (
 	// SignalMemoryAvailable is node.memory.availableBytes; its capacity
 	// is available plus working set.
 	SignalMemoryAvailable Signal = "memory.available"
+	// SignalAllocatableMemoryAvailable is the memory left to pods: the
+	// summary's "pods" system container (the kubelet's allocatable
+	// cgroup), availableBytes of available plus working set; without
+	// one, Config.AllocatableMemory less the pods' working sets.
+	SignalAllocatableMemoryAvailable Signal = "allocatableMemory.available"
 	// SignalNodeFsAvailable is node.fs.availableBytes of capacityBytes.
 	SignalNodeFsAvailable Signal = "nodefs.available"
 	// SignalNodeFsInodesFree is node.fs.inodesFree of inodes.
@@ -28,6 +34,12 @@ const (
 	SignalImageFsAvailable Signal = "imagefs.available"
 	// SignalImageFsInodesFree is node.runtime.imageFs.inodesFree.
 	SignalImageFsInodesFree Signal = "imagefs.inodesFree"
+	// SignalContainerFsAvailable is node.runtime.containerFs.availableBytes:
+	// the filesystem of the containers' writable layers. Its thresholds
+	// are those of the filesystem it lives on (see Config.DedicatedImageFs).
+	SignalContainerFsAvailable Signal = "containerfs.available"
+	// SignalContainerFsInodesFree is node.runtime.containerFs.inodesFree.
+	SignalContainerFsInodesFree Signal = "containerfs.inodesFree"
 	// SignalPIDAvailable is node.rlimit.maxpid minus curproc.
 	SignalPIDAvailable Signal = "pid.available"
 )
@@ -42,16 +54,22 @@ const (
 // signalInfo is what each signal reclaims and which condition it raises.
 func signalInfo(s Signal) (res v1.ResourceName, cond v1.NodeConditionType, ok bool) {
 	switch s {
-	case SignalMemoryAvailable:
+	case SignalMemoryAvailable, SignalAllocatableMemoryAvailable:
 		return v1.ResourceMemory, v1.NodeMemoryPressure, true
-	case SignalNodeFsAvailable, SignalImageFsAvailable:
+	case SignalNodeFsAvailable, SignalImageFsAvailable, SignalContainerFsAvailable:
 		return v1.ResourceEphemeralStorage, v1.NodeDiskPressure, true
-	case SignalNodeFsInodesFree, SignalImageFsInodesFree:
+	case SignalNodeFsInodesFree, SignalImageFsInodesFree, SignalContainerFsInodesFree:
 		return resourceInodes, v1.NodeDiskPressure, true
 	case SignalPIDAvailable:
 		return resourcePIDs, v1.NodePIDPressure, true
 	}
 	return "", "", false
+}
+
+// isMemory reports whether s is one of the memory signals, which are
+// reclaimed before any other.
+func isMemory(s Signal) bool {
+	return s == SignalMemoryAvailable || s == SignalAllocatableMemoryAvailable
 }
 
 // Value is a threshold's amount: a quantity, or a fraction of the
@@ -103,7 +121,16 @@ type Spec struct {
 	Soft            map[string]string
 	SoftGracePeriod map[string]string
 	MinimumReclaim  map[string]string
+	// EnforceNodeAllocatable is the kubelet's enforceNodeAllocatable:
+	// with "pods" in it, each hard memory.available threshold is copied
+	// to allocatableMemory.available (with its minimum reclaim), as the
+	// kubelet does. Nil: none.
+	EnforceNodeAllocatable []string
 }
+
+// NodeAllocatableEnforcementPods is the enforceNodeAllocatable key that
+// limits the pods to the node's allocatable, the kubelet's default.
+const NodeAllocatableEnforcementPods = "pods"
 
 // DefaultHard returns the kubelet's default hard thresholds on Linux:
 // memory.available<100Mi, nodefs.available<10%, nodefs.inodesFree<5%,
@@ -142,7 +169,8 @@ func ParseFlag(field, s, op string) (map[string]string, error) {
 }
 
 // Parse turns a Spec into thresholds, hard ones first, each list sorted
-// by signal. Errors name the field and the signal: an unknown signal, a
+// by signal, then the allocatableMemory.available copies
+// EnforceNodeAllocatable asks for. Errors name the field and the signal: an unknown signal, a
 // quantity that does not parse or is not positive, a percentage outside
 // (0%, 100%], a soft threshold without a grace period, a negative grace
 // period or minimum reclaim. As in the kubelet, "0%" and "100%" disable
@@ -196,6 +224,14 @@ func Parse(spec Spec) ([]Threshold, error) {
 		t.GracePeriod = d
 		t.MinReclaim = minReclaim[t.Signal]
 		out = append(out, t)
+	}
+	if slices.Contains(spec.EnforceNodeAllocatable, NodeAllocatableEnforcementPods) {
+		for _, t := range out {
+			if t.Signal == SignalMemoryAvailable && t.Hard() {
+				t.Signal = SignalAllocatableMemoryAvailable
+				out = append(out, t)
+			}
+		}
 	}
 	return out, nil
 }

@@ -67,7 +67,11 @@ var ErrNoMirrorPod = errors.New("kube: the static pod has no mirror pod yet")
 // API's: the phase never leaves Failed or Succeeded; the conditions the
 // kubelet owns (PodScheduled, PodReadyToStartContainers, Initialized,
 // ContainersReady, Ready) are replaced and every other condition (a
-// readiness gate's, DisruptionTarget) is kept; nominatedNodeName and
+// readiness gate's, DisruptionTarget) is kept, or added when only the
+// node's status has it (the DisruptionTarget of a pod the node evicted,
+// preempted or shut down); as the pod turns Failed or Succeeded, the
+// node's DisruptionTarget replaces one another component set, as the
+// kubelet's status manager sends it then; nominatedNodeName and
 // resourceClaimStatuses stay the API's, and so does qosClass when the
 // status has none; podIPs and hostIPs are filled from podIP and hostIP
 // when the status has only those, as the API server does. When the merge
@@ -237,11 +241,20 @@ func mergePodStatus(old, st v1.PodStatus) v1.PodStatus {
 	}
 	// A condition the node does not own keeps the API's value; one that
 	// only the node's status has (DisruptionTarget at eviction) is added.
+	// The node's DisruptionTarget replaces the API's as the pod turns
+	// terminal, as the kubelet's status manager sends it then.
+	toTerminal := !terminalPhase(old.Phase) && terminalPhase(merged.Phase)
 	for _, c := range old.Conditions {
-		if !kubeletConditions[c.Type] {
-			conds = append(conds, c)
-			seen[c.Type] = true
+		if kubeletConditions[c.Type] {
+			continue
 		}
+		if c.Type == v1.DisruptionTarget && toTerminal {
+			if i := conditionIndex(merged.Conditions, c.Type); i >= 0 {
+				c = merged.Conditions[i]
+			}
+		}
+		conds = append(conds, c)
+		seen[c.Type] = true
 	}
 	for _, c := range merged.Conditions {
 		if !seen[c.Type] {
@@ -265,6 +278,18 @@ func mergePodStatus(old, st v1.PodStatus) v1.PodStatus {
 		merged.QOSClass = old.QOSClass
 	}
 	return merged
+}
+
+func terminalPhase(p v1.PodPhase) bool { return p == v1.PodFailed || p == v1.PodSucceeded }
+
+// conditionIndex is the index of the condition of type t in cs, or -1.
+func conditionIndex(cs []v1.PodCondition, t v1.PodConditionType) int {
+	for i := range cs {
+		if cs[i].Type == t {
+			return i
+		}
+	}
+	return -1
 }
 
 // podStatusPatch is the strategic merge patch from old to st, with the

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -125,5 +127,67 @@ func TestStatusSinkRateLimit(t *testing.T) {
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) || s.Patched() != 4 {
 		t.Fatalf("cancelled wait: err %v, patched %d; want context.Canceled, 4", err, s.Patched())
+	}
+}
+
+// TestStatusSinkWritesDisruptionTarget checks that the DisruptionTarget
+// condition of a pod the node evicted reaches the API with the phase,
+// reason and message, stays through later statuses, and, as the
+// kubelet's status manager does, replaces one set by another component
+// when the pod turns terminal.
+func TestStatusSinkWritesDisruptionTarget(t *testing.T) {
+	const msg = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. "
+	at := metav1.NewTime(t0.Add(time.Minute))
+	kubelets := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet, Message: msg, LastTransitionTime: at}
+	evicted := func() v1.PodStatus {
+		s := running("10.0.0.5")
+		s.Phase, s.Reason, s.Message = v1.PodFailed, "Evicted", msg
+		s.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse}, {Type: v1.ContainersReady, Status: v1.ConditionFalse}, kubelets}
+		return s
+	}
+	disruption := func(st v1.PodStatus) *v1.PodCondition {
+		for _, c := range st.Conditions {
+			if c.Type == v1.DisruptionTarget {
+				return &c
+			}
+		}
+		return nil
+	}
+
+	pod := apiPod("default", "hog", "u1", "n1", 0)
+	pod.Status = running("10.0.0.5")
+	tainted := apiPod("default", "tainted", "u2", "n1", 0)
+	tainted.Status = running("10.0.0.6")
+	tainted.Status.Conditions = append(tainted.Status.Conditions, v1.PodCondition{
+		Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: "DeletionByTaintManager", Message: "Taint manager: deleting due to NoExecute taint",
+	})
+	client := fake.NewClientset(pod, tainted)
+	s := newSink(t, client)
+	ctx := context.Background()
+
+	if err := s.UpdatePodStatus(ctx, sourced(pod), evicted()); err != nil {
+		t.Fatal(err)
+	}
+	got := podStatus(t, client, "hog")
+	if got.Phase != v1.PodFailed || got.Reason != "Evicted" || got.Message != msg {
+		t.Fatalf("hog: phase %s reason %q message %q, want Failed, Evicted, the message", got.Phase, got.Reason, got.Message)
+	}
+	if d := cmp.Diff(&kubelets, disruption(got)); d != "" {
+		t.Fatalf("hog: DisruptionTarget (-want +got):\n%s", d)
+	}
+	later := evicted()
+	later.ContainerStatuses[0].Ready = false
+	if err := s.UpdatePodStatus(ctx, sourced(pod), later); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(&kubelets, disruption(podStatus(t, client, "hog"))); d != "" {
+		t.Errorf("hog after a later status: DisruptionTarget (-want +got):\n%s", d)
+	}
+
+	if err := s.UpdatePodStatus(ctx, sourced(tainted), evicted()); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(&kubelets, disruption(podStatus(t, client, "tainted"))); d != "" {
+		t.Errorf("tainted: the node's DisruptionTarget must replace the API's as the pod turns terminal (-want +got):\n%s", d)
 	}
 }

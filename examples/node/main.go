@@ -65,6 +65,10 @@
 //	                           eviction thresholds (package eviction; evictionHard
 //	                           defaults to the kubelet's), checked every 10s
 //	evictionPressureTransitionPeriod, evictionMaxPodGracePeriod  (5m, 0)
+//	enforceNodeAllocatable     with "pods" in it (the default), the hard
+//	                           memory.available threshold also applies to
+//	                           allocatableMemory.available: allocatable memory
+//	                           less the pods' working sets
 //	imageGCHighThresholdPercent, imageGCLowThresholdPercent, imageMinimumGCAge
 //	                           unused images removed (85, 80, 2m), every 5m
 //	containerLogMaxSize, containerLogMaxFiles  a running container's log is
@@ -300,7 +304,14 @@ func loadConfig(path string) (settings, error) {
 	if hard == nil {
 		hard = eviction.DefaultHard()
 	}
-	thresholds, err := eviction.Parse(eviction.Spec{Hard: hard, Soft: kc.EvictionSoft, SoftGracePeriod: kc.EvictionSoftGracePeriod, MinimumReclaim: kc.EvictionMinimumReclaim})
+	enforce := kc.EnforceNodeAllocatable
+	if enforce == nil {
+		enforce = []string{eviction.NodeAllocatableEnforcementPods} // the kubelet's default
+	}
+	thresholds, err := eviction.Parse(eviction.Spec{
+		Hard: hard, Soft: kc.EvictionSoft, SoftGracePeriod: kc.EvictionSoftGracePeriod, MinimumReclaim: kc.EvictionMinimumReclaim,
+		EnforceNodeAllocatable: enforce,
+	})
 	if err != nil {
 		return settings{}, fmt.Errorf("--config %s: %w", path, err)
 	}

@@ -92,8 +92,8 @@ func TestLoadConfig(t *testing.T) {
 		want := settings{fileCheck: 20 * time.Second, sync: time.Minute, statusUpdate: 10 * time.Second, report: 5 * time.Minute,
 			leaseDuration: 40 * time.Second, listen: "127.0.0.1:10250", port: 10250, podLogsDir: "/var/log/pods", maxPods: 110, resolvConf: "/etc/resolv.conf",
 			logMaxSize: 10 * 1024 * 1024, logMaxFiles: 5}
-		if s.eviction == nil || len(s.eviction.Thresholds) != 5 {
-			t.Errorf("eviction = %+v, want the kubelet's 5 default hard thresholds", s.eviction)
+		if s.eviction == nil || len(s.eviction.Thresholds) != 6 || s.eviction.Thresholds[5].String() != "allocatableMemory.available<100Mi" {
+			t.Errorf("eviction = %+v, want the kubelet's 5 default hard thresholds and allocatableMemory.available<100Mi", s.eviction)
 		}
 		if g := s.imageGC; g == nil || g.HighThresholdPercent != 0 || g.LowThresholdPercent != 0 || g.MinAge != 0 {
 			t.Errorf("imageGC = %+v, want the kubelet's defaults (zero fields)", s.imageGC)
@@ -153,12 +153,23 @@ containerLogMaxFiles: 3
 		for _, th := range s.eviction.Thresholds {
 			ts = append(ts, th.String()+"/"+th.GracePeriod.String())
 		}
-		if strings.Join(ts, " ") != "memory.available<200Mi/0s nodefs.available<20%/1m0s" ||
+		if strings.Join(ts, " ") != "memory.available<200Mi/0s nodefs.available<20%/1m0s allocatableMemory.available<200Mi/0s" ||
 			s.eviction.PressureTransitionPeriod != 30*time.Second || s.eviction.MaxPodGracePeriodSeconds != 15 {
 			t.Errorf("eviction = %v %+v", ts, s.eviction)
 		}
 		if cpu, mem := s.reserved[v1.ResourceCPU], s.reserved[v1.ResourceMemory]; cpu.Cmp(resource.MustParse("300m")) != 0 || mem.Cmp(resource.MustParse("100Mi")) != 0 {
 			t.Errorf("reserved = %v, want cpu 300m (system + kube) and memory 100Mi", s.reserved)
+		}
+	})
+	t.Run("enforceNodeAllocatable without pods", func(t *testing.T) {
+		path := filepath.Join(dir, "none.yaml")
+		writeFile(t, path, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nenforceNodeAllocatable: [none]\nevictionHard: {memory.available: 200Mi}\n")
+		s, err := loadConfig(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s.eviction.Thresholds) != 1 || s.eviction.Thresholds[0].String() != "memory.available<200Mi" {
+			t.Errorf("thresholds %v, want memory.available<200Mi alone", s.eviction.Thresholds)
 		}
 	})
 	for name, doc := range map[string]string{

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -55,6 +56,15 @@ const (
 	// EnvCPUNanoCores is the CPU use reported in stats, in billionths of
 	// a core (500000000 is half a core).
 	EnvCPUNanoCores = "FAKECRI_CPU_NANOCORES"
+	// EnvRootfsBytes and EnvRootfsInodes are what the container's
+	// writable layer takes on disk, reported in stats and ImageFsInfo
+	// until the container is removed.
+	EnvRootfsBytes  = "FAKECRI_ROOTFS_BYTES"
+	EnvRootfsInodes = "FAKECRI_ROOTFS_INODES"
+	// EnvLogBytes and EnvLogInodes are what the container's logs take on
+	// the node's filesystem, reported by DiskStats.
+	EnvLogBytes  = "FAKECRI_LOG_BYTES"
+	EnvLogInodes = "FAKECRI_LOG_INODES"
 )
 
 // Behavior scripts what a fake container does. The zero value runs until
@@ -89,6 +99,9 @@ type Behavior struct {
 	// stats while the container runs.
 	MemoryBytes  uint64
 	CPUNanoCores uint64
+	// Disk is what the container holds on disk: its writable layer
+	// (reported while the container exists, exited or not) and its logs.
+	Disk DiskUsage
 }
 
 // ExecResult is the scripted result of one exec command.
@@ -171,6 +184,14 @@ func (b *Behavior) set(key, val string) error {
 		b.MemoryBytes, err = strconv.ParseUint(val, 10, 64)
 	case EnvCPUNanoCores:
 		b.CPUNanoCores, err = strconv.ParseUint(val, 10, 64)
+	case EnvRootfsBytes:
+		b.Disk.RootfsBytes, err = parseBytes(val)
+	case EnvRootfsInodes:
+		b.Disk.RootfsInodes, err = strconv.ParseUint(val, 10, 64)
+	case EnvLogBytes:
+		b.Disk.LogBytes, err = parseBytes(val)
+	case EnvLogInodes:
+		b.Disk.LogInodes, err = strconv.ParseUint(val, 10, 64)
 	default:
 		return fmt.Errorf("unknown fakecri variable")
 	}
@@ -183,6 +204,19 @@ func parseDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("negative duration")
 	}
 	return d, err
+}
+
+// parseBytes reads a byte count, plain ("1048576") or a quantity
+// ("1Mi").
+func parseBytes(s string) (uint64, error) {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0, err
+	}
+	if q.Sign() < 0 {
+		return 0, fmt.Errorf("negative size")
+	}
+	return uint64(q.Value()), nil
 }
 
 func parseInt32(s string) (int32, error) {

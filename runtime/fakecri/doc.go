@@ -59,14 +59,34 @@
 //	FAKECRI_TERMINATION_MESSAGE=text            written to the message file
 //	FAKECRI_MEMORY_BYTES=1048576                memory figure in stats
 //	FAKECRI_CPU_NANOCORES=250000000             CPU figure in stats
+//	FAKECRI_ROOTFS_BYTES=50Mi                   writable layer on disk (and
+//	FAKECRI_ROOTFS_INODES=100                   its inodes) until removed
+//	FAKECRI_LOG_BYTES=20Mi, FAKECRI_LOG_INODES=1  logs on the node's disk
 //
 // A variable that does not parse makes CreateContainer fail with
 // InvalidArgument naming it. The Go API does the same and more: Script
-// (by pod and container name), Exit, SetExecResult, SetUsage, SetPull
+// (by pod and container name), Exit, SetExecResult, SetUsage,
+// SetDiskUsage, SetDisks (see Disks), SetPull
 // (pull latency or failure per image), SetCondition, InjectError (the next
 // call of a method fails) and Calls (the methods called so far). Pulls
 // can also be scripted per pod with the AnnotationPullDelay and
 // AnnotationPullError pod annotations.
+//
+// # Disks
+//
+// SetDisks scripts the node's filesystems: the node's (nodefs), and
+// optionally an image filesystem, with the writable layers on it or,
+// split, on the node's. Each filesystem has a capacity, inodes, and
+// what other files take; the runtime adds what it holds there: 4Mi and
+// an inode per image, each container's writable layer (an exited
+// container's too, until it is removed) and logs. ImageFsInfo reports
+// the images and layers (two filesystems when split), container stats
+// the writable layers, and DiskStats wraps a summary provider
+// (server.CRIStats over the runtime) to fill in node.fs,
+// node.runtime.imageFs and containerFs, each container's logs and each
+// pod's ephemeral storage. A harness drives disk pressure by calling
+// SetDisks again with less room; removing dead containers and unused
+// images gives room back, as on a real node.
 //
 // # What it leaves out
 //

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekit/nodekit/runtime/criclient"
 	"github.com/nodekit/nodekit/runtime/fakecri"
@@ -65,4 +66,41 @@ func ExampleServer() {
 	// Output:
 	// fakecri 0.1.0
 	// <nil>
+}
+
+// Scripted disks: the node's filesystem fills up as containers write to
+// their writable layers and logs, and a harness takes room away with
+// SetDisks. DiskStats fills the figures into a summary (here an empty
+// one; an agent uses server.CRIStats over the runtime).
+func ExampleRuntime_DiskStats() {
+	ctx := context.Background()
+	rt, _ := fakecri.New(fakecri.Config{Images: []string{"busybox:1.36"}})
+	rt.SetDisks(fakecri.Disks{Node: fakecri.Filesystem{CapacityBytes: 1 << 30, Inodes: 1e6, UsedBytes: 500 << 20}})
+	sandboxConfig := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "writer", Namespace: "default", Uid: "uid-1"}}
+	sb, _ := rt.RunPodSandbox(ctx, sandboxConfig, "")
+	id, _ := rt.CreateContainer(ctx, sb, &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "main"},
+		Image:    &runtimeapi.ImageSpec{Image: "busybox:1.36"},
+		Envs: []*runtimeapi.KeyValue{
+			{Key: fakecri.EnvRootfsBytes, Value: []byte("100Mi")},
+			{Key: fakecri.EnvLogBytes, Value: []byte("20Mi")},
+		},
+	}, sandboxConfig)
+	_ = rt.StartContainer(ctx, id)
+
+	stats := rt.DiskStats(emptySummary{})
+	s, _ := stats.Summary(ctx)
+	fmt.Printf("nodefs: %dMi free of %dMi\n", *s.Node.Fs.AvailableBytes>>20, *s.Node.Fs.CapacityBytes>>20)
+	rt.SetDisks(fakecri.Disks{Node: fakecri.Filesystem{CapacityBytes: 1 << 30, Inodes: 1e6, UsedBytes: 850 << 20}})
+	s, _ = stats.Summary(ctx)
+	fmt.Printf("nodefs: %dMi free of %dMi\n", *s.Node.Fs.AvailableBytes>>20, *s.Node.Fs.CapacityBytes>>20)
+	// Output:
+	// nodefs: 400Mi free of 1024Mi
+	// nodefs: 50Mi free of 1024Mi
+}
+
+type emptySummary struct{}
+
+func (emptySummary) Summary(context.Context) (*statsapi.Summary, error) {
+	return &statsapi.Summary{}, nil
 }

@@ -64,6 +64,7 @@ type Runtime struct {
 	calls      []string
 	runtimeCfg *runtimeapi.RuntimeConfig
 	scripts    []script
+	disks      *Disks           // nil: not scripted
 	firing     time.Time        // set while a timer callback runs
 	lastStamp  int64            // the latest creation stamp handed out
 	streaming  streaming.Server // set from NewStreamingServer to the end of its Run

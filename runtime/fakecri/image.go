@@ -233,20 +233,16 @@ func (r *Runtime) RemoveImage(_ context.Context, spec *runtimeapi.ImageSpec) err
 	return nil
 }
 
-// ImageFsInfo implements ImageManagerService.
+// ImageFsInfo implements ImageManagerService: the images, 4Mi and an
+// inode each, and the containers' writable layers, on one filesystem, or
+// on two with Disks.SplitLayers.
 func (r *Runtime) ImageFsInfo(_ context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.enter("ImageFsInfo"); err != nil {
 		return nil, err
 	}
-	fs := &runtimeapi.FilesystemUsage{
-		Timestamp:  r.now().UnixNano(),
-		FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: "/var/lib/fakecri/images"},
-		UsedBytes:  &runtimeapi.UInt64Value{Value: uint64(len(r.images)) * fakeImageSize},
-		InodesUsed: &runtimeapi.UInt64Value{Value: uint64(len(r.images))},
-	}
-	return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{fs}, ContainerFilesystems: []*runtimeapi.FilesystemUsage{fs}}, nil
+	return r.imageFsInfoLocked(), nil
 }
 
 func isNotFound(err error) bool { return status.Code(err) == codes.NotFound }

@@ -10,7 +10,8 @@ import (
 
 // containerStats reports the scripted usage of a running container; CPU
 // time accumulates at the scripted rate since the container started. An
-// exited container reports zero usage.
+// exited container reports zero CPU and memory; its writable layer stays
+// until it is removed.
 func (r *Runtime) containerStats(c *container) *runtimeapi.ContainerStats {
 	now := r.now().UnixNano()
 	var mem, cores, cpuTime uint64
@@ -44,8 +45,8 @@ func (r *Runtime) containerStats(c *container) *runtimeapi.ContainerStats {
 		WritableLayer: &runtimeapi.FilesystemUsage{
 			Timestamp:  now,
 			FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: "/var/lib/fakecri"},
-			UsedBytes:  &runtimeapi.UInt64Value{},
-			InodesUsed: &runtimeapi.UInt64Value{},
+			UsedBytes:  &runtimeapi.UInt64Value{Value: c.behavior.Disk.RootfsBytes},
+			InodesUsed: &runtimeapi.UInt64Value{Value: c.behavior.Disk.RootfsInodes},
 		},
 	}
 }
