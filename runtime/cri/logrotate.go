@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -79,9 +80,19 @@ type LogRotatorConfig struct {
 // that at most MaxFiles remain: the newest rotated file stays plain
 // text. Its methods are safe for concurrent use,
 // though rotations are meant to be run by Run alone.
+//
+// A container's log path never changes, so it is asked of the runtime
+// (ContainerStatus) once per container and remembered while the
+// container is listed as running; the runtime is asked again only when a
+// log has grown past MaxSize, to check that its container still runs
+// before the rotation. A check of unchanged containers thus costs one
+// ListContainers call and a stat per log.
 type LogRotator struct {
 	cfg LogRotatorConfig
 	log logr.Logger
+
+	mu    sync.Mutex
+	paths map[string]string // container ID → log path ("" if it has none)
 }
 
 // NewLogRotator checks and defaults cfg. It starts nothing and does no
@@ -114,7 +125,7 @@ func NewLogRotator(cfg LogRotatorConfig) (*LogRotator, error) {
 	if log.GetSink() == nil {
 		log = logr.Discard()
 	}
-	return &LogRotator{cfg: cfg, log: log}, nil
+	return &LogRotator{cfg: cfg, log: log, paths: map[string]string{}}, nil
 }
 
 // Run checks the logs of running containers every Period until ctx ends,
@@ -145,6 +156,7 @@ func (r *LogRotator) RotateLogs(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cri: log rotation: listing containers: %w", err)
 	}
+	running := make(map[string]bool, len(cs))
 	for _, c := range cs {
 		if ctx.Err() != nil {
 			return nil
@@ -152,26 +164,55 @@ func (r *LogRotator) RotateLogs(ctx context.Context) error {
 		if c.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
 			continue // a runtime that ignores the filter
 		}
+		running[c.GetId()] = true
 		if err := r.rotateContainer(ctx, c.GetId()); err != nil {
 			r.log.Error(err, "rotating container log", "containerID", c.GetId())
 		}
 	}
+	r.mu.Lock()
+	for id := range r.paths {
+		if !running[id] {
+			delete(r.paths, id)
+		}
+	}
+	r.mu.Unlock()
 	return nil
+}
+
+// logPath returns the log path of a running container: remembered, or
+// asked of the runtime. ok is false when the container no longer runs.
+func (r *LogRotator) logPath(ctx context.Context, id string, ask bool) (path string, ok bool, err error) {
+	if !ask {
+		r.mu.Lock()
+		path, known := r.paths[id]
+		r.mu.Unlock()
+		if known {
+			return path, true, nil
+		}
+	}
+	resp, err := r.cfg.Runtime.ContainerStatus(ctx, id, false)
+	if err != nil {
+		return "", false, fmt.Errorf("cri: log rotation: container status: %w", err)
+	}
+	st := resp.GetStatus()
+	if st.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		r.mu.Lock()
+		delete(r.paths, id)
+		r.mu.Unlock()
+		return "", false, nil // stopped since the list
+	}
+	path = st.GetLogPath()
+	r.mu.Lock()
+	r.paths[id] = path
+	r.mu.Unlock()
+	return path, true, nil
 }
 
 // rotateContainer rotates one container's log when it is too big.
 func (r *LogRotator) rotateContainer(ctx context.Context, id string) error {
-	resp, err := r.cfg.Runtime.ContainerStatus(ctx, id, false)
-	if err != nil {
-		return fmt.Errorf("cri: log rotation: container status: %w", err)
-	}
-	st := resp.GetStatus()
-	if st.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
-		return nil // stopped since the list
-	}
-	path := st.GetLogPath()
-	if path == "" {
-		return nil
+	path, ok, err := r.logPath(ctx, id, false)
+	if err != nil || !ok || path == "" {
+		return err
 	}
 	info, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -187,6 +228,11 @@ func (r *LogRotator) rotateContainer(ctx context.Context, id string) error {
 	}
 	if info.Size() < r.cfg.MaxSize {
 		return nil
+	}
+	// About to rotate: the container must still run (a stopped one's
+	// log is left whole, and its runtime could not reopen it).
+	if _, ok, err := r.logPath(ctx, id, true); err != nil || !ok {
+		return err
 	}
 	if err := r.prune(path); err != nil {
 		return err
