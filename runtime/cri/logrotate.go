@@ -16,6 +16,8 @@ import (
 	"github.com/go-logr/logr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
 // Defaults of LogRotatorConfig, the kubelet's.
@@ -37,7 +39,9 @@ const (
 
 // LogRuntime is what a LogRotator needs of a CRI runtime: the running
 // containers, where their logs are, and a way to have the runtime reopen
-// a log it was writing. criapi.RuntimeService implements it.
+// a log it was writing. criapi.RuntimeService implements it. A LogRuntime
+// that is also a criclient.BriefLister (*criclient.Client is) is listed
+// in brief, without decoding each container's labels and annotations.
 type LogRuntime interface {
 	// ListContainers lists the containers that match filter.
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
@@ -150,23 +154,18 @@ func (r *LogRotator) Run(ctx context.Context) error {
 // error only when the containers cannot be listed; the failure of one
 // container is logged and the others are still handled.
 func (r *LogRotator) RotateLogs(ctx context.Context) error {
-	cs, err := r.cfg.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{
-		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
-	})
+	ids, err := r.runningContainers(ctx)
 	if err != nil {
 		return fmt.Errorf("cri: log rotation: listing containers: %w", err)
 	}
-	running := make(map[string]bool, len(cs))
-	for _, c := range cs {
+	running := make(map[string]bool, len(ids))
+	for _, id := range ids {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if c.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
-			continue // a runtime that ignores the filter
-		}
-		running[c.GetId()] = true
-		if err := r.rotateContainer(ctx, c.GetId()); err != nil {
-			r.log.Error(err, "rotating container log", "containerID", c.GetId())
+		running[id] = true
+		if err := r.rotateContainer(ctx, id); err != nil {
+			r.log.Error(err, "rotating container log", "containerID", id)
 		}
 	}
 	r.mu.Lock()
@@ -177,6 +176,38 @@ func (r *LogRotator) RotateLogs(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	return nil
+}
+
+// runningContainers lists the IDs of the running containers: in brief
+// (only IDs and states decoded) when the runtime is a
+// criclient.BriefLister, as *criclient.Client is.
+func (r *LogRotator) runningContainers(ctx context.Context) ([]string, error) {
+	filter := &runtimeapi.ContainerFilter{
+		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+	}
+	var ids []string
+	if bl, ok := r.cfg.Runtime.(criclient.BriefLister); ok {
+		cs, err := bl.ListContainersBrief(ctx, filter, criclient.ListKeys{})
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range cs {
+			if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING { // a runtime may ignore the filter
+				ids = append(ids, c.ID)
+			}
+		}
+		return ids, nil
+	}
+	cs, err := r.cfg.Runtime.ListContainers(ctx, filter)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cs {
+		if c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			ids = append(ids, c.GetId())
+		}
+	}
+	return ids, nil
 }
 
 // logPath returns the log path of a running container: remembered, or

@@ -18,6 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
 // logRuntime is a LogRuntime over real files: containers with a state and
@@ -361,5 +362,48 @@ func TestNewLogRotatorRejectsBadConfig(t *testing.T) {
 				t.Errorf("error %v, want one naming %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// briefLogRuntime is a logRuntime that lists in brief, as
+// *criclient.Client does, and refuses the full list.
+type briefLogRuntime struct {
+	*logRuntime
+	briefCalls int
+}
+
+func (b *briefLogRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	return nil, errors.New("the full list was asked of a runtime that lists in brief")
+}
+
+func (b *briefLogRuntime) ListContainersBrief(ctx context.Context, f *runtimeapi.ContainerFilter, _ criclient.ListKeys) ([]criclient.BriefContainer, error) {
+	b.briefCalls++
+	cs, err := b.logRuntime.ListContainers(ctx, f)
+	var out []criclient.BriefContainer
+	for _, c := range cs {
+		out = append(out, criclient.BriefContainer{ID: c.Id, State: c.State})
+	}
+	return out, err
+}
+
+func (b *briefLogRuntime) ListPodSandboxBrief(context.Context, *runtimeapi.PodSandboxFilter, criclient.ListKeys) ([]criclient.BriefSandbox, error) {
+	return nil, errors.New("not used")
+}
+
+func TestLogRotatorListsInBriefWhenTheRuntimeCan(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "0.log")
+	rt := &briefLogRuntime{logRuntime: newLogRuntime()}
+	rt.add("c1", log, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	r := newRotator(t, rt, clocktesting.NewFakeClock(rotateStart), 4, 0)
+	writeFile(t, log, "too big")
+	if err := r.RotateLogs(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rt.briefCalls != 1 {
+		t.Errorf("%d brief lists, want 1", rt.briefCalls)
+	}
+	if diff := cmp.Diff([]string{"0.log", "0.log." + rotateStart.Format("20060102-150405")}, listDir(t, dir)); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
 	}
 }
