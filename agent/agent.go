@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -267,21 +268,29 @@ func (a *Agent) Pods() []*v1.Pod {
 		want[uid] = p
 	}
 	a.mu.Unlock()
-	var out []*v1.Pod
-	known := map[types.UID]bool{}
-	for _, p := range a.status.Pods() {
-		if spec, ok := want[p.UID]; ok {
-			pod := spec.DeepCopy()
-			pod.Status = p.Status
-			out = append(out, pod)
-			known[p.UID] = true
+	// One copy of each spec and of each status: the status manager's
+	// statuses are copied, not its pods.
+	statuses := make(map[types.UID]v1.PodStatus, len(want))
+	a.status.Range(func(uid types.UID, st *v1.PodStatus) bool {
+		if _, ok := want[uid]; ok {
+			statuses[uid] = *st.DeepCopy()
 		}
-	}
-	for uid, p := range want {
-		if !known[uid] {
-			out = append(out, p.DeepCopy()) // not synced yet
+		return true
+	})
+	out := make([]*v1.Pod, 0, len(want))
+	for uid, spec := range want {
+		pod := spec.DeepCopy()
+		if st, ok := statuses[uid]; ok { // else not synced yet
+			pod.Status = st
 		}
+		out = append(out, pod)
 	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
 	return out
 }
 
@@ -329,13 +338,14 @@ func newMetrics(reg *prometheus.Registry, a *Agent) (*metrics, error) {
 		Subsystem: "kubelet", Name: "running_pods", Help: "Number of pods that have a running pod sandbox.",
 	}, func() float64 {
 		n := 0
-		for _, p := range a.status.Pods() {
-			for _, c := range p.Status.Conditions {
+		a.status.Range(func(_ types.UID, st *v1.PodStatus) bool {
+			for _, c := range st.Conditions {
 				if c.Type == v1.PodReadyToStartContainers && c.Status == v1.ConditionTrue {
 					n++
 				}
 			}
-		}
+			return true
+		})
 		return float64(n)
 	})
 	for _, c := range []prometheus.Collector{m.startDuration, m.rejections, m.preemptions, running} {

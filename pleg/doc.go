@@ -32,8 +32,11 @@
 // subscription (the streamer's established callback, or a first event)
 // and has not refused it for 100 ms: over gRPC the subscription is sent
 // before the runtime answers. Until then the generator relists every
-// RelistPeriod, and once the stream is up it relists once, so that what
-// changed before the subscription is not missed. Measured with
+// RelistPeriod; then it relists once, and once more RelistPeriod later
+// (or at the first event, which shows the subscription in place) before
+// the stream counts as up, so that what changed before the subscription
+// is not missed even when the runtime takes up to RelistPeriod to put it
+// in place. Measured with
 // hack/bench-agent.sh on fakecri over a unix socket on a busy 2-core
 // machine, the agent idles at about 0.06% of a core and 10 wake-ups a
 // second with 100 pods (generic: 0.45% and 58), 0.3% and 23 with 1000

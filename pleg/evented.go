@@ -60,8 +60,9 @@ type EventedConfig struct {
 // updates the cache and emits an event per container or sandbox whose
 // state differs from what was last seen of the pod, so a change is seen
 // within milliseconds, and an idle node costs no wake-up but a safety
-// relist. It relists at start, once the runtime has accepted the stream,
-// and every SafetyRelistPeriod; relists and inspections keep one record
+// relist. It relists at start, once the runtime has accepted the stream
+// and again RelistPeriod later (a runtime may be slow to put the
+// subscription in place), and every SafetyRelistPeriod; relists and inspections keep one record
 // per pod. When the stream is refused (Unimplemented) or breaks it falls
 // back to relisting every RelistPeriod and tries the stream again every
 // RetryPeriod.
@@ -420,6 +421,9 @@ func (e *Evented) stream(ctx context.Context) error {
 	// Relist once now the subscription stands, to catch what happened
 	// before it; what happens from now on comes as events.
 	e.relist(ctx)
+	if err := e.catchUp(ctx, errc); err != nil {
+		return err
+	}
 	e.setStreaming(true)
 
 	safety := e.cfg.Clock.NewTicker(e.cfg.SafetyRelistPeriod)
@@ -551,6 +555,28 @@ wait:
 		e.queue.signal()
 	case <-settle.C():
 	}
+	return nil
+}
+
+// catchUp relists once more, RelistPeriod after the stream was
+// established, or as soon as an event shows the subscription in place. A
+// runtime may take longer than settleTime to put the subscription in
+// place (over gRPC, "established" only means that the request was sent),
+// and what happens meanwhile comes as no event: this relist finds it.
+// Events received meanwhile wait in the queue.
+func (e *Evented) catchUp(ctx context.Context, errc <-chan error) error {
+	t := e.cfg.Clock.NewTimer(e.cfg.RelistPeriod)
+	defer t.Stop()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("pleg: container events: %w", err)
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-e.queue.ready:
+		e.queue.signal() // put it back for the inspector
+	case <-t.C():
+	}
+	e.relist(ctx)
 	return nil
 }
 

@@ -273,7 +273,7 @@ func TestEventedRetriesRelistFailuresWithBackOff(t *testing.T) {
 		t.Fatal("the cache holds no error after the failed relists")
 	}
 	rt.set(func() { delete(rt.failing, "a") })
-	clk.Step(2 * time.Second) // the back-off doubled: two relists failed
+	clk.Step(4 * time.Second) // the back-off doubled twice: three relists failed (the first, and the two as the stream came up)
 	if got := rt.nextCall(t, "for the retry"); got != "a" {
 		t.Fatalf("inspected %s, want a", got)
 	}
@@ -335,10 +335,58 @@ func TestEventedTickNeverVouchesForAReceivedEvent(t *testing.T) {
 func TestEventedIdleStaysHealthy(t *testing.T) {
 	rt := newScripted("a")
 	ev, _, clk, _ := startScripted(t, rt)
-	for i := 0; i < 3; i++ {
-		clk.Step(10 * time.Minute)
+	// Thirty idle minutes, in steps well under RelistThreshold (3 min): a
+	// relist started at one step may still be under way (in wall time)
+	// at the next, which is not a stuck loop.
+	for i := 1; i <= 60; i++ {
+		clk.Step(30 * time.Second)
+		yield()
 		if err := ev.Healthy(); err != nil {
-			t.Fatalf("after %d0 idle minutes: %v", i+1, err)
+			t.Fatalf("after %v idle: %v", time.Duration(i)*30*time.Second, err)
 		}
+	}
+}
+
+// A runtime slower than the settle time to put the subscription in place
+// sends no event for what happens meanwhile (over gRPC the stream counts
+// as established once the request is sent): one more relist,
+// RelistPeriod after the first, catches it before the stream counts as
+// up.
+func TestEventedRelistsOnceMoreBeforeTheStreamIsUp(t *testing.T) {
+	rt := newScripted("a")
+	clk := clocktesting.NewFakeClock(t0)
+	rt.clock = clk
+	ev, err := pleg.NewEvented(pleg.EventedConfig{Config: pleg.Config{Runtime: rt, Cache: pleg.NewCache(), Clock: clk, EventBuffer: 100}, Streamer: newFakeStream()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ev.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	events(t, ev, 2) // a's, from the first relist
+	// The relist that follows the settle time.
+	waitFor(t, "the relist after the subscription", func() bool {
+		if rt.lists.Load() < 2 {
+			clk.Step(50 * time.Millisecond)
+		}
+		return rt.lists.Load() >= 2
+	})
+	// b starts before the runtime's subscription is really in place: no
+	// event names it.
+	rt.set(func() { rt.pods["b"] = ready("b", "c") })
+	waitFor(t, "the stream is up", func() bool {
+		if !ev.Streaming() {
+			clk.Step(100 * time.Millisecond)
+		}
+		return ev.Streaming()
+	})
+	if diff := cmp.Diff([]string{"ContainerStarted c-b", "ContainerStarted sb-b"}, events(t, ev, 2)); diff != "" {
+		t.Errorf("events of a pod started while the subscription was being put in place (-want +got):\n%s", diff)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ type scripted struct {
 
 	called chan types.UID // every GetPodStatus call, in order
 	clock  *clocktesting.FakeClock
+	lists  atomic.Int32 // GetPods calls
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -52,6 +54,7 @@ func newScripted(uids ...types.UID) *scripted {
 // GetPods lists every sandbox and container, exited or not, as
 // runtime/cri's GetPods(ctx, true) does.
 func (s *scripted) GetPods(context.Context, bool) ([]*runtime.Pod, error) {
+	defer s.lists.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*runtime.Pod

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -154,11 +155,33 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) pods(w http.ResponseWriter, _ *http.Request) {
-	list := v1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}}
-	for _, p := range s.cfg.Pods.Pods() {
-		list.Items = append(list.Items, *p)
+	// A v1.PodList written one item at a time: memory is bounded by one
+	// pod's encoding, not the whole list's (megabytes at 1000 pods).
+	pods := s.cfg.Pods.Pods()
+	w.Header().Set("Content-Type", "application/json")
+	bw := bufio.NewWriterSize(w, 32<<10)
+	_, _ = bw.WriteString(`{"kind":"PodList","apiVersion":"v1","metadata":{},"items":`)
+	if len(pods) == 0 {
+		_, _ = bw.WriteString("null") // a nil Items, as json.Marshal writes it
 	}
-	writeJSON(w, &list)
+	enc := json.NewEncoder(bw)
+	for i, p := range pods {
+		sep := byte(',')
+		if i == 0 {
+			sep = '['
+		}
+		_ = bw.WriteByte(sep)
+		if err := enc.Encode(p); err != nil {
+			// A v1.Pod always encodes; the status line is sent, so
+			// end the body short, which the client sees as invalid.
+			return
+		}
+	}
+	if len(pods) > 0 {
+		_ = bw.WriteByte(']')
+	}
+	_ = bw.WriteByte('}')
+	_ = bw.Flush()
 }
 
 // runningPods answers the runtime's running pods as a v1.PodList whose

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -270,5 +271,30 @@ func TestReadinessVerdictKeepsPodUnreadyWhileASidecarIs(t *testing.T) {
 	s, _ = m.GetPodStatus(p.UID)
 	if got := condition(s, v1.PodReady); got.Status != v1.ConditionTrue || !got.LastTransitionTime.Time.Equal(now.Add(16*time.Second)) {
 		t.Errorf("Ready once the sidecar is ready: %s since %v, want True since %v", got.Status, got.LastTransitionTime, now.Add(16*time.Second))
+	}
+}
+
+func TestManagerRangeVisitsEachStatusUntilFalse(t *testing.T) {
+	m := status.New(status.Config{Clock: clocktesting.NewFakeClock(now)})
+	want := map[types.UID]v1.PodPhase{}
+	for i := range 3 {
+		p := pod(v1.RestartPolicyAlways, nil, "a")
+		p.UID = types.UID(fmt.Sprint("uid-", i))
+		p.Name = fmt.Sprint("pod-", i)
+		m.SetPodStatus(p, runningAs("fake://a"))
+		want[p.UID] = v1.PodRunning
+	}
+	got := map[types.UID]v1.PodPhase{}
+	m.Range(func(uid types.UID, st *v1.PodStatus) bool {
+		got[uid] = st.Phase
+		return true
+	})
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Range visited (-want +got):\n%s", diff)
+	}
+	n := 0
+	m.Range(func(types.UID, *v1.PodStatus) bool { n++; return false })
+	if n != 1 {
+		t.Errorf("Range went on after false: %d calls, want 1", n)
 	}
 }

@@ -246,6 +246,22 @@ func (m *Manager) Pods() []*v1.Pod {
 	return out
 }
 
+// Range calls f with each known pod's UID and latest status, in no
+// particular order, until f returns false. It holds the Manager's lock
+// while it runs: f must be quick, must not call the Manager, and must
+// neither modify status nor keep it after it returns (copy what it
+// keeps). It lets a reader count or copy only what it needs, where Pods
+// copies every pod whole.
+func (m *Manager) Range(f func(uid types.UID, status *v1.PodStatus) bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for uid, e := range m.pods {
+		if !f(uid, &e.status) {
+			return
+		}
+	}
+}
+
 // UIDs returns the UIDs of every pod the Manager knows.
 func (m *Manager) UIDs() []types.UID {
 	m.mu.Lock()

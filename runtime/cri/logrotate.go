@@ -10,11 +10,14 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
 // Defaults of LogRotatorConfig, the kubelet's.
@@ -36,7 +39,9 @@ const (
 
 // LogRuntime is what a LogRotator needs of a CRI runtime: the running
 // containers, where their logs are, and a way to have the runtime reopen
-// a log it was writing. criapi.RuntimeService implements it.
+// a log it was writing. criapi.RuntimeService implements it. A LogRuntime
+// that is also a criclient.BriefLister (*criclient.Client is) is listed
+// in brief, without decoding each container's labels and annotations.
 type LogRuntime interface {
 	// ListContainers lists the containers that match filter.
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
@@ -79,9 +84,19 @@ type LogRotatorConfig struct {
 // that at most MaxFiles remain: the newest rotated file stays plain
 // text. Its methods are safe for concurrent use,
 // though rotations are meant to be run by Run alone.
+//
+// A container's log path never changes, so it is asked of the runtime
+// (ContainerStatus) once per container and remembered while the
+// container is listed as running; the runtime is asked again only when a
+// log has grown past MaxSize, to check that its container still runs
+// before the rotation. A check of unchanged containers thus costs one
+// ListContainers call and a stat per log.
 type LogRotator struct {
 	cfg LogRotatorConfig
 	log logr.Logger
+
+	mu    sync.Mutex
+	paths map[string]string // container ID → log path ("" if it has none)
 }
 
 // NewLogRotator checks and defaults cfg. It starts nothing and does no
@@ -114,7 +129,7 @@ func NewLogRotator(cfg LogRotatorConfig) (*LogRotator, error) {
 	if log.GetSink() == nil {
 		log = logr.Discard()
 	}
-	return &LogRotator{cfg: cfg, log: log}, nil
+	return &LogRotator{cfg: cfg, log: log, paths: map[string]string{}}, nil
 }
 
 // Run checks the logs of running containers every Period until ctx ends,
@@ -139,39 +154,96 @@ func (r *LogRotator) Run(ctx context.Context) error {
 // error only when the containers cannot be listed; the failure of one
 // container is logged and the others are still handled.
 func (r *LogRotator) RotateLogs(ctx context.Context) error {
-	cs, err := r.cfg.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{
-		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
-	})
+	ids, err := r.runningContainers(ctx)
 	if err != nil {
 		return fmt.Errorf("cri: log rotation: listing containers: %w", err)
 	}
-	for _, c := range cs {
+	running := make(map[string]bool, len(ids))
+	for _, id := range ids {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if c.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
-			continue // a runtime that ignores the filter
-		}
-		if err := r.rotateContainer(ctx, c.GetId()); err != nil {
-			r.log.Error(err, "rotating container log", "containerID", c.GetId())
+		running[id] = true
+		if err := r.rotateContainer(ctx, id); err != nil {
+			r.log.Error(err, "rotating container log", "containerID", id)
 		}
 	}
+	r.mu.Lock()
+	for id := range r.paths {
+		if !running[id] {
+			delete(r.paths, id)
+		}
+	}
+	r.mu.Unlock()
 	return nil
+}
+
+// runningContainers lists the IDs of the running containers: in brief
+// (only IDs and states decoded) when the runtime is a
+// criclient.BriefLister, as *criclient.Client is.
+func (r *LogRotator) runningContainers(ctx context.Context) ([]string, error) {
+	filter := &runtimeapi.ContainerFilter{
+		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+	}
+	var ids []string
+	if bl, ok := r.cfg.Runtime.(criclient.BriefLister); ok {
+		cs, err := bl.ListContainersBrief(ctx, filter, criclient.ListKeys{})
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range cs {
+			if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING { // a runtime may ignore the filter
+				ids = append(ids, c.ID)
+			}
+		}
+		return ids, nil
+	}
+	cs, err := r.cfg.Runtime.ListContainers(ctx, filter)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cs {
+		if c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			ids = append(ids, c.GetId())
+		}
+	}
+	return ids, nil
+}
+
+// logPath returns the log path of a running container: remembered, or
+// asked of the runtime. ok is false when the container no longer runs.
+func (r *LogRotator) logPath(ctx context.Context, id string, ask bool) (path string, ok bool, err error) {
+	if !ask {
+		r.mu.Lock()
+		path, known := r.paths[id]
+		r.mu.Unlock()
+		if known {
+			return path, true, nil
+		}
+	}
+	resp, err := r.cfg.Runtime.ContainerStatus(ctx, id, false)
+	if err != nil {
+		return "", false, fmt.Errorf("cri: log rotation: container status: %w", err)
+	}
+	st := resp.GetStatus()
+	if st.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		r.mu.Lock()
+		delete(r.paths, id)
+		r.mu.Unlock()
+		return "", false, nil // stopped since the list
+	}
+	path = st.GetLogPath()
+	r.mu.Lock()
+	r.paths[id] = path
+	r.mu.Unlock()
+	return path, true, nil
 }
 
 // rotateContainer rotates one container's log when it is too big.
 func (r *LogRotator) rotateContainer(ctx context.Context, id string) error {
-	resp, err := r.cfg.Runtime.ContainerStatus(ctx, id, false)
-	if err != nil {
-		return fmt.Errorf("cri: log rotation: container status: %w", err)
-	}
-	st := resp.GetStatus()
-	if st.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
-		return nil // stopped since the list
-	}
-	path := st.GetLogPath()
-	if path == "" {
-		return nil
+	path, ok, err := r.logPath(ctx, id, false)
+	if err != nil || !ok || path == "" {
+		return err
 	}
 	info, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -187,6 +259,11 @@ func (r *LogRotator) rotateContainer(ctx context.Context, id string) error {
 	}
 	if info.Size() < r.cfg.MaxSize {
 		return nil
+	}
+	// About to rotate: the container must still run (a stopped one's
+	// log is left whole, and its runtime could not reopen it).
+	if _, ok, err := r.logPath(ctx, id, true); err != nil || !ok {
+		return err
 	}
 	if err := r.prune(path); err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
 // logRuntime is a LogRuntime over real files: containers with a state and
@@ -28,6 +29,11 @@ type logRuntime struct {
 	paths     map[string]string
 	reopenErr error
 	reopens   []string
+	// statusCalls counts ContainerStatus calls; stoppedNow makes
+	// ContainerStatus report a listed container exited (it stopped
+	// between the list and the status).
+	statusCalls int
+	stoppedNow  map[string]bool
 }
 
 func newLogRuntime() *logRuntime {
@@ -56,8 +62,13 @@ func (f *logRuntime) ListContainers(_ context.Context, filter *runtimeapi.Contai
 func (f *logRuntime) ContainerStatus(_ context.Context, id string, _ bool) (*runtimeapi.ContainerStatusResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.statusCalls++
+	st := f.states[id]
+	if f.stoppedNow[id] {
+		st = runtimeapi.ContainerState_CONTAINER_EXITED
+	}
 	return &runtimeapi.ContainerStatusResponse{Status: &runtimeapi.ContainerStatus{
-		Id: id, State: f.states[id], LogPath: f.paths[id],
+		Id: id, State: st, LogPath: f.paths[id],
 	}}, nil
 }
 
@@ -233,6 +244,65 @@ func TestLogRotatorSkipsStoppedContainers(t *testing.T) {
 	}
 }
 
+func TestLogRotatorAsksEachLogPathOnce(t *testing.T) {
+	dir := t.TempDir()
+	rt := newLogRuntime()
+	for _, id := range []string{"c1", "c2", "c3"} {
+		log := filepath.Join(dir, id+".log")
+		writeFile(t, log, "small")
+		rt.add(id, log, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	}
+	r := newRotator(t, rt, clocktesting.NewFakeClock(rotateStart), 1024, 0)
+	for i := 0; i < 5; i++ {
+		if err := r.RotateLogs(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rt.statusCalls != 3 {
+		t.Errorf("5 passes over 3 unchanged containers made %d ContainerStatus calls, want 3 (one per container)", rt.statusCalls)
+	}
+
+	// A container that stops is forgotten: listed again (a restart under
+	// the same ID in a runtime that reuses them), its path is asked anew.
+	rt.add("c1", filepath.Join(dir, "c1.log"), runtimeapi.ContainerState_CONTAINER_EXITED)
+	if err := r.RotateLogs(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rt.add("c1", filepath.Join(dir, "c1-again.log"), runtimeapi.ContainerState_CONTAINER_RUNNING)
+	writeFile(t, filepath.Join(dir, "c1-again.log"), "small")
+	rt.statusCalls = 0
+	if err := r.RotateLogs(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rt.statusCalls != 1 {
+		t.Errorf("a container listed again made %d ContainerStatus calls, want 1", rt.statusCalls)
+	}
+}
+
+func TestLogRotatorChecksTheContainerRunsBeforeRotating(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "0.log")
+	rt := newLogRuntime()
+	rt.add("c1", log, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	r := newRotator(t, rt, clocktesting.NewFakeClock(rotateStart), 8, 0)
+	writeFile(t, log, "small")
+	if err := r.RotateLogs(context.Background()); err != nil { // remembers the path
+		t.Fatal(err)
+	}
+	// Grown past MaxSize, and stopped after the next list: left whole.
+	writeFile(t, log, "big enough now")
+	rt.stoppedNow = map[string]bool{"c1": true}
+	if err := r.RotateLogs(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"0.log"}, listDir(t, dir)); diff != "" {
+		t.Fatalf("files of a container that stopped (-want +got):\n%s", diff)
+	}
+	if len(rt.reopens) != 0 {
+		t.Errorf("reopened %v, want nothing", rt.reopens)
+	}
+}
+
 func TestLogRotatorRunRotatesEveryPeriod(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "0.log")
@@ -292,5 +362,48 @@ func TestNewLogRotatorRejectsBadConfig(t *testing.T) {
 				t.Errorf("error %v, want one naming %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// briefLogRuntime is a logRuntime that lists in brief, as
+// *criclient.Client does, and refuses the full list.
+type briefLogRuntime struct {
+	*logRuntime
+	briefCalls int
+}
+
+func (b *briefLogRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	return nil, errors.New("the full list was asked of a runtime that lists in brief")
+}
+
+func (b *briefLogRuntime) ListContainersBrief(ctx context.Context, f *runtimeapi.ContainerFilter, _ criclient.ListKeys) ([]criclient.BriefContainer, error) {
+	b.briefCalls++
+	cs, err := b.logRuntime.ListContainers(ctx, f)
+	var out []criclient.BriefContainer
+	for _, c := range cs {
+		out = append(out, criclient.BriefContainer{ID: c.Id, State: c.State})
+	}
+	return out, err
+}
+
+func (b *briefLogRuntime) ListPodSandboxBrief(context.Context, *runtimeapi.PodSandboxFilter, criclient.ListKeys) ([]criclient.BriefSandbox, error) {
+	return nil, errors.New("not used")
+}
+
+func TestLogRotatorListsInBriefWhenTheRuntimeCan(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "0.log")
+	rt := &briefLogRuntime{logRuntime: newLogRuntime()}
+	rt.add("c1", log, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	r := newRotator(t, rt, clocktesting.NewFakeClock(rotateStart), 4, 0)
+	writeFile(t, log, "too big")
+	if err := r.RotateLogs(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rt.briefCalls != 1 {
+		t.Errorf("%d brief lists, want 1", rt.briefCalls)
+	}
+	if diff := cmp.Diff([]string{"0.log", "0.log." + rotateStart.Format("20060102-150405")}, listDir(t, dir)); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
 	}
 }
