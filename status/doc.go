@@ -33,7 +33,9 @@
 //     1.35): by its restartPolicyRules on its last exit code, else its own
 //     restartPolicy, else the pod's (Always; OnFailure after a non-zero
 //     code; Never). The same rule puts the sync's waiting reason on a
-//     container that is to restart. Sidecars (init containers with restartPolicy
+//     container that is to restart. Ephemeral containers have statuses of
+//     their own (never ready, without a started flag) and no part in the
+//     phase or the conditions. Sidecars (init containers with restartPolicy
 //     Always) count with the regular containers: a running sidecar keeps
 //     the pod Running, so a Never pod whose regular containers finished
 //     turns Succeeded or Failed only once its sidecars have stopped; a

@@ -101,6 +101,13 @@ func Generate(in Input) v1.PodStatus {
 		eph = append(eph, v1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon))
 	}
 	s.EphemeralContainerStatuses = containerStatuses(in, eph, rs, hasInits, false, prev.EphemeralContainerStatuses)
+	for i := range s.EphemeralContainerStatuses {
+		// Ephemeral containers have no probes and no part in the pod's
+		// readiness: the kubelet reports them never ready, with no
+		// started flag.
+		s.EphemeralContainerStatuses[i].Ready = false
+		s.EphemeralContainerStatuses[i].Started = nil
+	}
 
 	podIsTerminal := in.Stage >= Stopped && !podutil.IsStatic(pod)
 	s.Phase = phase(pod, s.InitContainerStatuses, s.ContainerStatuses, activeRegularStarted(pod, rs), podIsTerminal)
