@@ -76,7 +76,7 @@ func makeStatic(pod *v1.Pod, source, origin, nodeName string, seen time.Time) er
 		pod.Name = pod.Name + "-" + node
 	}
 	pod.Spec.NodeName = nodeName
-	if errs := validatePod(pod); len(errs) > 0 {
+	if errs := append(validatePod(pod), validateCreate(pod)...); len(errs) > 0 {
 		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, errs.ToAggregate())
 	}
 	content, err := json.Marshal(pod)

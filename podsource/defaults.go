@@ -47,6 +47,11 @@ func applyDefaults(pod *v1.Pod) {
 	for i := range s.Containers {
 		defaultContainer(&s.Containers[i], s.HostNetwork)
 	}
+	for i := range s.EphemeralContainers {
+		c := v1.Container(s.EphemeralContainers[i].EphemeralContainerCommon)
+		defaultContainer(&c, s.HostNetwork)
+		s.EphemeralContainers[i].EphemeralContainerCommon = v1.EphemeralContainerCommon(c)
+	}
 	for i := range s.Volumes {
 		defaultVolume(&s.Volumes[i].VolumeSource)
 	}

@@ -61,7 +61,17 @@
 //     threshold 1 for liveness and startup, no grace period for
 //     readiness); lifecycle hooks (one handler, sleep within the grace
 //     period, stop signals); init containers: no probes or hooks unless
-//     restartPolicy is Always; no ephemeral containers;
+//     restartPolicy is Always; a container's own restartPolicy (Always,
+//     OnFailure or Never) and restartPolicyRules (only with a
+//     restartPolicy; at most 20, each with action Restart and exitCodes:
+//     operator In or NotIn, at most 255 values); no ephemeral containers
+//     on create (Validate, static pods);
+//   - ephemeral containers, on pods that gain them after creation (the
+//     Merger): a valid container, a name unique among all the pod's
+//     containers, targetContainerName naming a regular or init container,
+//     none of the fields the API server forbids them (ports, resources,
+//     probes, lifecycle, restart and resize policies), no subPath or
+//     subPathExpr;
 //   - volumes: names DNS labels and unique; exactly one volume type;
 //     hostPath set, without "..", a known type; emptyDir size; secret,
 //     configMap, downwardAPI and projected: names, file modes, item paths
@@ -89,10 +99,12 @@
 // (seccomp, AppArmor and toleration annotations), spec.nodeName (the node
 // sets it).
 //
-// Deliberate difference: the API server accepts restartPolicy and
-// restartPolicyRules on regular containers and rules on init containers
-// (the ContainerRestartRules feature); nodekit's runtime does not
-// implement them, so Validate refuses them instead of ignoring them.
+// Deliberate difference: the API server also accepts restart rules with
+// the action RestartAllContainers (the RestartAllContainersOnContainerExits
+// feature); nodekit's runtime does not implement it, so Validate refuses
+// it instead of ignoring it. Per-container restartPolicy and rules with
+// the action Restart (the ContainerRestartRules feature) are accepted and
+// followed by runtime/cri, status and probes.
 //
 // Merger runs the sources and merges them into one stream of REMOVE, ADD,
 // UPDATE, DELETE and RECONCILE operations, tagged with their source, and
@@ -101,7 +113,8 @@
 //
 // Every pod enters through the Merger, whatever its source (File, HTTP,
 // Channel or one of your own): it gets the API server's defaults and
-// Validate there, on a copy, and its UID must be safe in a file name (at
+// Validate there, on a copy (except that ephemeral containers, which the
+// API server adds to running pods, are checked rather than refused), and its UID must be safe in a file name (at
 // most 128 letters, digits, '-', '_' or '.', not "." or ".."), since the
 // UID, like the namespace, the name and the container names, becomes part
 // of the paths of the pod's directories and logs. A pod that fails gets a

@@ -38,8 +38,10 @@ type MergerConfig struct {
 // out as REMOVE, ADD, UPDATE, DELETE, RECONCILE, and for each operation
 // source by source in the order of MergerConfig.Sources.
 //
-// Every pod of every source gets the API server's defaults and Validate,
-// and a UID that is safe in a file name; a pod that fails is left out with
+// Every pod of every source gets the API server's defaults and Validate
+// (ephemeral containers, which come with updates of running pods, are
+// checked as the API server checks them when they are added, not
+// refused), and a UID that is safe in a file name; a pod that fails is left out with
 // a FailedValidation event. The Merger works on copies: it never modifies
 // a pod a source sent.
 //

@@ -406,10 +406,10 @@ func TestValidate(t *testing.T) {
 		{"two probe handlers", func(p *v1.Pod) {
 			p.Spec.Containers[0].LivenessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{}, TCPSocket: &v1.TCPSocketAction{}}}
 		}, "spec.containers[0].livenessProbe"},
-		{"sidecar in containers", func(p *v1.Pod) {
-			always := v1.ContainerRestartPolicyAlways
-			p.Spec.Containers[0].RestartPolicy = &always
-		}, "spec.containers[0].restartPolicy: Forbidden"},
+		{"container restart policy", func(p *v1.Pod) {
+			sometimes := v1.ContainerRestartPolicy("Sometimes")
+			p.Spec.Containers[0].RestartPolicy = &sometimes
+		}, "spec.containers[0].restartPolicy: Unsupported value: \"Sometimes\""},
 	} {
 		p := base()
 		tc.mutate(p)

@@ -20,13 +20,28 @@ import (
 // label and annotation syntax, the 256 KiB annotation budget), the
 // containers, the volumes and the pod-wide fields. doc.go lists what is
 // checked and what is left to the API server. The errors name the field.
+//
+// As on create, a pod may not have ephemeral containers: they are added
+// to a running pod later. The Merger, which also sees pods updated that
+// way, accepts them (and checks them as the API server does).
 func Validate(pod *v1.Pod) field.ErrorList {
 	pod = pod.DeepCopy()
 	applyDefaults(pod)
-	return validatePod(pod)
+	return append(validatePod(pod), validateCreate(pod)...)
 }
 
-// validatePod is Validate on a pod whose defaults are applied.
+// validateCreate holds the rules the API server applies only to a pod
+// being created: no ephemeral containers.
+func validateCreate(pod *v1.Pod) field.ErrorList {
+	if len(pod.Spec.EphemeralContainers) > 0 {
+		return field.ErrorList{field.Forbidden(field.NewPath("spec", "ephemeralContainers"), "cannot be set on create")}
+	}
+	return nil
+}
+
+// validatePod is Validate on a pod whose defaults are applied, without
+// the rules for creation alone: ephemeral containers are checked, not
+// refused.
 func validatePod(pod *v1.Pod) field.ErrorList {
 	meta := field.NewPath("metadata")
 	errs := apivalidation.ValidateObjectMeta(&pod.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, meta)
@@ -49,9 +64,6 @@ func validateSpec(pod *v1.Pod, path *field.Path) field.ErrorList {
 	volumes, verrs := validateVolumes(spec.Volumes, spec.ServiceAccountName, path.Child("volumes"))
 	add(verrs...)
 	add(validateContainers(spec, volumes, path)...)
-	if len(spec.EphemeralContainers) > 0 {
-		add(field.Forbidden(path.Child("ephemeralContainers"), "cannot be set on create"))
-	}
 	add(validateEnvFileVolumes(spec, volumes, path)...)
 
 	switch spec.RestartPolicy {

@@ -2,6 +2,8 @@ package podsource
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -27,9 +29,7 @@ func validateContainers(spec *v1.PodSpec, volumes map[string]v1.VolumeSource, pa
 		p := cpath.Index(i)
 		errs = append(errs, validateContainer(c, spec, volumes, names, p)...)
 		errs = append(errs, validateLifecycleAndProbes(c, grace, spec.OS, p)...)
-		if c.RestartPolicy != nil || len(c.RestartPolicyRules) > 0 {
-			errs = append(errs, field.Forbidden(p.Child("restartPolicy"), "may be set only on init containers, to Always (per-container restart rules are not supported)"))
-		}
+		errs = append(errs, validateRestartPolicy(c, p)...)
 	}
 	errs = append(errs, hostPortConflicts(spec.Containers, cpath)...)
 
@@ -40,12 +40,7 @@ func validateContainers(spec *v1.PodSpec, volumes map[string]v1.VolumeSource, pa
 		errs = append(errs, validateContainer(c, spec, volumes, names, p)...)
 		errs = append(errs, hostPortConflicts([]v1.Container{*c}, ipath)...)
 		sidecar := c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-		switch {
-		case c.RestartPolicy != nil && !sidecar:
-			errs = append(errs, field.NotSupported(p.Child("restartPolicy"), *c.RestartPolicy, []v1.ContainerRestartPolicy{v1.ContainerRestartPolicyAlways}))
-		case len(c.RestartPolicyRules) > 0:
-			errs = append(errs, field.Forbidden(p.Child("restartPolicyRules"), "per-container restart rules are not supported"))
-		}
+		errs = append(errs, validateRestartPolicy(c, p)...)
 		if sidecar {
 			errs = append(errs, validateLifecycleAndProbes(c, grace, spec.OS, p)...)
 			continue
@@ -58,6 +53,109 @@ func validateContainers(spec *v1.PodSpec, volumes map[string]v1.VolumeSource, pa
 		for j, r := range c.ResizePolicy {
 			if r.RestartPolicy == v1.RestartContainer {
 				errs = append(errs, field.Invalid(p.Child("resizePolicy").Index(j).Child("restartPolicy"), r.RestartPolicy, "must not be RestartContainer for init containers without restartPolicy=Always"))
+			}
+		}
+	}
+	errs = append(errs, validateEphemeralContainers(spec, volumes, names, path.Child("ephemeralContainers"))...)
+	return errs
+}
+
+// maxRestartRules and maxRestartRuleExitCodes are the API server's
+// bounds on a container's restartPolicyRules.
+const (
+	maxRestartRules         = 20
+	maxRestartRuleExitCodes = 255
+)
+
+// validateRestartPolicy checks a regular or init container's own
+// restartPolicy and restartPolicyRules (the ContainerRestartRules
+// feature, on by default since Kubernetes 1.35): a policy among Always,
+// OnFailure and Never; rules only with a policy, at most 20, each with
+// action Restart and exitCodes (operator In or NotIn, at most 255
+// values). The action RestartAllContainers, which the API server also
+// accepts, is refused: nodekit's runtime does not implement it.
+func validateRestartPolicy(c *v1.Container, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	policies := []v1.ContainerRestartPolicy{v1.ContainerRestartPolicyAlways, v1.ContainerRestartPolicyNever, v1.ContainerRestartPolicyOnFailure}
+	switch {
+	case c.RestartPolicy == nil && len(c.RestartPolicyRules) == 0:
+		return nil
+	case c.RestartPolicy == nil:
+		errs = append(errs, field.Required(path.Child("restartPolicy"), "must specify restartPolicy when restart rules are used"))
+	case !slices.Contains(policies, *c.RestartPolicy):
+		errs = append(errs, field.NotSupported(path.Child("restartPolicy"), *c.RestartPolicy, policies))
+	}
+	rpath := path.Child("restartPolicyRules")
+	if len(c.RestartPolicyRules) > maxRestartRules {
+		errs = append(errs, field.TooMany(rpath, len(c.RestartPolicyRules), maxRestartRules))
+	}
+	for i, r := range c.RestartPolicyRules {
+		p := rpath.Index(i)
+		switch r.Action {
+		case v1.ContainerRestartRuleActionRestart:
+		case v1.ContainerRestartRuleActionRestartAllContainers:
+			errs = append(errs, field.Forbidden(p.Child("action"), "RestartAllContainers is not supported by nodekit's runtime; use Restart"))
+		default:
+			errs = append(errs, field.NotSupported(p.Child("action"), r.Action, []v1.ContainerRestartRuleAction{v1.ContainerRestartRuleActionRestart}))
+		}
+		if r.ExitCodes == nil {
+			errs = append(errs, field.Required(p.Child("exitCodes"), "must be specified"))
+			continue
+		}
+		ops := []v1.ContainerRestartRuleOnExitCodesOperator{v1.ContainerRestartRuleOnExitCodesOpIn, v1.ContainerRestartRuleOnExitCodesOpNotIn}
+		if !slices.Contains(ops, r.ExitCodes.Operator) {
+			errs = append(errs, field.NotSupported(p.Child("exitCodes", "operator"), r.ExitCodes.Operator, ops))
+		}
+		if len(r.ExitCodes.Values) > maxRestartRuleExitCodes {
+			errs = append(errs, field.TooMany(p.Child("exitCodes", "values"), len(r.ExitCodes.Values), maxRestartRuleExitCodes))
+		}
+	}
+	return errs
+}
+
+// ephemeralAllowed are the fields an ephemeral container may set, the
+// API server's list; any other field of EphemeralContainerCommon (ports,
+// resources, probes, lifecycle, restart and resize policies, and any
+// field added later) is refused.
+var ephemeralAllowed = sets.New(
+	"Name", "Image", "Command", "Args", "WorkingDir", "EnvFrom", "Env", "VolumeMounts", "VolumeDevices",
+	"TerminationMessagePath", "TerminationMessagePolicy", "ImagePullPolicy", "SecurityContext", "Stdin", "StdinOnce", "TTY",
+)
+
+// validateEphemeralContainers checks ephemeral containers as the API
+// server does when they are added (through the pod's ephemeralcontainers
+// subresource): each is a valid container whose name is unique among all
+// of the pod's containers, whose targetContainerName (if any) names a
+// regular or init container, which sets only the fields of
+// ephemeralAllowed and mounts no subPath. names holds the regular and init
+// containers' names.
+func validateEphemeralContainers(spec *v1.PodSpec, volumes map[string]v1.VolumeSource, names sets.Set[string], path *field.Path) field.ErrorList {
+	if len(spec.EphemeralContainers) == 0 {
+		return nil
+	}
+	var errs field.ErrorList
+	targets := names.Clone()
+	for i := range spec.EphemeralContainers {
+		ec := &spec.EphemeralContainers[i]
+		p := path.Index(i)
+		c := v1.Container(ec.EphemeralContainerCommon)
+		errs = append(errs, validateContainer(&c, spec, volumes, names, p)...)
+		if ec.TargetContainerName != "" && !targets.Has(ec.TargetContainerName) {
+			errs = append(errs, field.NotFound(p.Child("targetContainerName"), ec.TargetContainerName))
+		}
+		v := reflect.ValueOf(ec.EphemeralContainerCommon)
+		for j := 0; j < v.NumField(); j++ {
+			f := v.Type().Field(j)
+			if !ephemeralAllowed.Has(f.Name) && !v.Field(j).IsZero() {
+				errs = append(errs, field.Forbidden(p.Child(strings.ToLower(f.Name[:1])+f.Name[1:]), "cannot be set for an Ephemeral Container"))
+			}
+		}
+		for j, m := range ec.VolumeMounts {
+			if m.SubPath != "" {
+				errs = append(errs, field.Forbidden(p.Child("volumeMounts").Index(j).Child("subPath"), "cannot be set for an Ephemeral Container"))
+			}
+			if m.SubPathExpr != "" {
+				errs = append(errs, field.Forbidden(p.Child("volumeMounts").Index(j).Child("subPathExpr"), "cannot be set for an Ephemeral Container"))
 			}
 		}
 	}

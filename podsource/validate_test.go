@@ -136,14 +136,14 @@ func TestValidateAPIServerRules(t *testing.T) {
 			p.Spec.SecurityContext = &v1.PodSecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeLocalhost, LocalhostProfile: &lp}}
 		}, "spec.securityContext.seccompProfile.localhostProfile: Invalid value: \"../../etc/x\": must not contain '..'"},
 		{"fsGroup", func(p *v1.Pod) { p.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: ptr(-5)} }, "spec.securityContext.fsGroup: Invalid value: -5"},
-		{"sidecar in containers", func(p *v1.Pod) {
-			always := v1.ContainerRestartPolicyAlways
-			c0(p).RestartPolicy = &always
-		}, "spec.containers[0].restartPolicy: Forbidden"},
+		{"container restart policy", func(p *v1.Pod) {
+			x := v1.ContainerRestartPolicy("Sometimes")
+			c0(p).RestartPolicy = &x
+		}, "spec.containers[0].restartPolicy: Unsupported value: \"Sometimes\""},
 		{"init restart policy", func(p *v1.Pod) {
-			never := v1.ContainerRestartPolicyNever
-			p.Spec.InitContainers = []v1.Container{{Name: "init", Image: "i", RestartPolicy: &never}}
-		}, "spec.initContainers[0].restartPolicy: Unsupported value: \"Never\""},
+			x := v1.ContainerRestartPolicy("Sometimes")
+			p.Spec.InitContainers = []v1.Container{{Name: "init", Image: "i", RestartPolicy: &x}}
+		}, "spec.initContainers[0].restartPolicy: Unsupported value: \"Sometimes\""},
 		{"ephemeral containers", func(p *v1.Pod) {
 			p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "e", Image: "i"}}}
 		}, "spec.ephemeralContainers: Forbidden"},

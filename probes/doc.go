@@ -25,7 +25,8 @@
 // A worker stops by itself, and forgets its result, as the kubelet's
 // does: when the pod's phase is Failed or Succeeded (checked before
 // anything else, so such a pod is never probed); when its container has
-// terminated and will not be started again (restartPolicy Never, or
+// terminated and will not be started again (its restartPolicyRules on
+// the exit code, else its own restartPolicy, else the pod's: Never, or
 // OnFailure after exit code 0; a sidecar's Always wins over the pod's
 // policy), after reporting Failure; and, for liveness and startup only,
 // when the pod has a deletion timestamp, after reporting Success so the

@@ -62,6 +62,17 @@ func TestWorkersStopByThemselves(t *testing.T) {
 		InitContainers: []v1.Container{{Name: "c", RestartPolicy: &always, ReadinessProbe: probe(10, 3, 1, 0), LivenessProbe: probe(10, 3, 1, 0)}},
 		Containers:     []v1.Container{{Name: "main"}},
 	}}
+	// withRule gives the container its own restart policy and a Restart
+	// rule for the codes, if any.
+	withRule := func(p *v1.Pod, policy v1.ContainerRestartPolicy, codes ...int32) *v1.Pod {
+		c := &p.Spec.Containers[0]
+		c.RestartPolicy = &policy
+		if len(codes) > 0 {
+			c.RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestart,
+				ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: codes}}}
+		}
+		return p
+	}
 	deleted := regular(v1.RestartPolicyAlways)
 	deleted.DeletionTimestamp = &metav1.Time{Time: t0}
 	deleted.Spec.Containers[0].StartupProbe = probe(10, 3, 1, 0)
@@ -90,6 +101,12 @@ func TestWorkersStopByThemselves(t *testing.T) {
 			workers: 2, updates: []string{"c Liveness failure", "c Liveness success", "c Readiness failure"}},
 		{name: "Never: waiting container", pod: regular(v1.RestartPolicyNever), status: statusOf(v1.PodPending, v1.ContainerState{Waiting: &v1.ContainerStateWaiting{}}),
 			workers: 2, updates: []string{"c Liveness failure", "c Liveness success", "c Readiness failure"}},
+		{name: "Never: exited with the code of a Restart rule is restarted", pod: withRule(regular(v1.RestartPolicyNever), v1.ContainerRestartPolicyNever, 42), status: statusOf(v1.PodRunning, exited(42)),
+			workers: 2, updates: []string{"c Liveness failure", "c Liveness success", "c Readiness failure"}},
+		{name: "Never: exited with another code than the rule's", pod: withRule(regular(v1.RestartPolicyNever), v1.ContainerRestartPolicyNever, 42), status: statusOf(v1.PodRunning, exited(1)),
+			updates: []string{"c Liveness failure", "c Liveness success", "c Readiness failure"}},
+		{name: "Always pod, container Never: exited", pod: withRule(regular(v1.RestartPolicyAlways), v1.ContainerRestartPolicyNever), status: statusOf(v1.PodRunning, exited(0)),
+			updates: []string{"c Liveness failure", "c Liveness success", "c Readiness failure"}},
 		{name: "Never: exited sidecar is restarted", pod: sidecar,
 			status:  v1.PodStatus{Phase: v1.PodRunning, InitContainerStatuses: []v1.ContainerStatus{{Name: "c", ContainerID: "fake://a", State: exited(0)}}},
 			workers: 2, updates: []string{"c Liveness failure", "c Liveness success", "c Readiness failure"}},

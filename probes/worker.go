@@ -11,6 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // worker probes one container with one probe, the kubelet's
@@ -224,29 +226,12 @@ func (w *worker) doProbe(ctx context.Context) (keepGoing bool) {
 }
 
 // restarts reports whether the container is started again after it
-// exited with code, the kubelet's rule: the container's own restart
-// policy (Always for sidecars) first, then the pod's (Never: no;
-// OnFailure: only after a non-zero code; Always or unset: yes).
-// Per-container restart rules are refused when pods are validated, so
-// they are not looked at here.
+// exited with code, the kubelet's rule with its ContainerRestartRules
+// feature: the container's restartPolicyRules, then its own restart
+// policy (Always for sidecars), then the pod's (Never: no; OnFailure:
+// only after a non-zero code; Always or unset: yes).
 func restarts(pod *v1.Pod, c *v1.Container, code int32) bool {
-	if c.RestartPolicy != nil {
-		switch *c.RestartPolicy {
-		case v1.ContainerRestartPolicyAlways:
-			return true
-		case v1.ContainerRestartPolicyOnFailure:
-			return code != 0
-		case v1.ContainerRestartPolicyNever:
-			return false
-		}
-	}
-	switch pod.Spec.RestartPolicy {
-	case v1.RestartPolicyNever:
-		return false
-	case v1.RestartPolicyOnFailure:
-		return code != 0
-	}
-	return true
+	return podutil.ContainerShouldRestart(c, &pod.Spec, code)
 }
 
 // callProber runs the Prober once. A panic in it is logged and leaves

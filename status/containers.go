@@ -4,6 +4,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -105,7 +106,9 @@ func waitingReason(in Input, c *v1.Container, rs *runtime.PodStatus, newest *run
 }
 
 // toRestart is the kubelet's ShouldContainerBeRestarted: whether the
-// next sync starts the container (again).
+// next sync starts the container (again). One that exited restarts as its
+// restart rules, its own restartPolicy or else the pod's say
+// (podutil.ContainerShouldRestart).
 func toRestart(pod *v1.Pod, c *v1.Container, newest *runtime.ContainerStatus) bool {
 	switch {
 	case pod.DeletionTimestamp != nil:
@@ -116,16 +119,8 @@ func toRestart(pod *v1.Pod, c *v1.Container, newest *runtime.ContainerStatus) bo
 		return false
 	case newest.State == runtime.ContainerStateUnknown, newest.State == runtime.ContainerStateCreated:
 		return true
-	case isSidecar(c):
-		return true
 	}
-	switch pod.Spec.RestartPolicy {
-	case v1.RestartPolicyNever:
-		return false
-	case v1.RestartPolicyOnFailure:
-		return newest.ExitCode != 0
-	}
-	return true
+	return podutil.ContainerShouldRestart(c, &pod.Spec, int32(newest.ExitCode))
 }
 
 // probed sets started and ready from the probes' verdicts, as the

@@ -24,10 +24,18 @@
 //     ContainerStatusUnknown; an init container gone from a pod whose
 //     regular containers exist is taken as completed;
 //   - the phase with the kubelet's rules: Pending while init containers
-//     run or containers wait; Running while a container runs or restarts;
-//     Succeeded or Failed when all have stopped under OnFailure or Never
-//     (a failed init container under Never fails the pod); a terminal
-//     phase never changes. Sidecars (init containers with restartPolicy
+//     run or containers wait; Running while a container runs or is to
+//     restart; Succeeded or Failed when all have stopped and none is to
+//     restart (a failed init container that is not to run again fails the
+//     pod); a terminal phase never changes. Whether a stopped container
+//     restarts is decided per container as the kubelet's
+//     ContainerRestartRules feature does (on by default since Kubernetes
+//     1.35): by its restartPolicyRules on its last exit code, else its own
+//     restartPolicy, else the pod's (Always; OnFailure after a non-zero
+//     code; Never). The same rule puts the sync's waiting reason on a
+//     container that is to restart. Ephemeral containers have statuses of
+//     their own (never ready, without a started flag) and no part in the
+//     phase or the conditions. Sidecars (init containers with restartPolicy
 //     Always) count with the regular containers: a running sidecar keeps
 //     the pod Running, so a Never pod whose regular containers finished
 //     turns Succeeded or Failed only once its sidecars have stopped; a
@@ -77,13 +85,12 @@
 // kubelet's behaviour rests on, or where the kubelet's own data is not at
 // hand:
 //
-//   - per-container restart rules and restarting all containers in place
-//     (the kubelet's ContainerRestartRules and
-//     RestartAllContainersOnContainerExits) are not implemented by
-//     runtime/cri, so the phase follows the pod's restartPolicy (and
-//     sidecars' Always) only, there is no AllContainersRestarting
-//     condition, and restart counts and last states are not carried over
-//     from the previous status;
+//   - restarting all containers in place (the kubelet's
+//     RestartAllContainersOnContainerExits, restart rules with the action
+//     RestartAllContainers, which podsource refuses) is not implemented by
+//     runtime/cri, so there is no AllContainersRestarting condition or
+//     RestartingAllContainers reason, and restart counts and last states
+//     are not carried over from the previous status;
 //   - Generate never fails a pod with a reason of its own (the kubelet's
 //     admission, eviction and active-deadline handlers, which set Failed
 //     with OutOfcpu, Evicted or DeadlineExceeded): the agent sets phase,

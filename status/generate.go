@@ -101,6 +101,13 @@ func Generate(in Input) v1.PodStatus {
 		eph = append(eph, v1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon))
 	}
 	s.EphemeralContainerStatuses = containerStatuses(in, eph, rs, hasInits, false, prev.EphemeralContainerStatuses)
+	for i := range s.EphemeralContainerStatuses {
+		// Ephemeral containers have no probes and no part in the pod's
+		// readiness: the kubelet reports them never ready, with no
+		// started flag.
+		s.EphemeralContainerStatuses[i].Ready = false
+		s.EphemeralContainerStatuses[i].Started = nil
+	}
 
 	podIsTerminal := in.Stage >= Stopped && !podutil.IsStatic(pod)
 	s.Phase = phase(pod, s.InitContainerStatuses, s.ContainerStatuses, activeRegularStarted(pod, rs), podIsTerminal)
@@ -484,12 +491,24 @@ func findStatus(list []v1.ContainerStatus, name string) *v1.ContainerStatus {
 // initialized (initialized: a regular container exists in the current
 // sandbox).
 //
+// Whether a stopped container will run again is decided per container,
+// as the kubelet does with the ContainerRestartRules feature (on by
+// default since Kubernetes 1.35): by its restart rules, its own
+// restartPolicy, else the pod's (podutil.ContainerShouldRestart), on its
+// last exit code. A regular init container that failed and will not run
+// again fails the pod. Once no container runs, the pod is Running while
+// one of them is to restart, else Succeeded when all exited 0 and Failed
+// otherwise. Without per-container settings this is the pod-level rule:
+// Always keeps the pod Running, OnFailure until all succeeded, Never
+// ends it.
+//
 // terminal is the kubelet's podIsTerminal (never set for static pods):
 // the containers will not run again, so once nothing runs the pod has
 // Succeeded or Failed whatever its restart policy.
 func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus, initialized, terminal bool) v1.PodPhase {
-	var pendingInit, pendingSidecars, failedInit int
-	var unknown, running, waiting, stopped, succeeded int
+	var pendingInit, pendingSidecars, failedInitForGood int
+	var unknown, running, waiting, stopped, stoppedForGood, succeeded int
+	restarts := func(c *v1.Container, code int32) bool { return podutil.ContainerShouldRestart(c, &pod.Spec, code) }
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		st := findStatus(inits, c.Name)
@@ -521,21 +540,22 @@ func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus, initialized, ter
 		case st.State.Running != nil:
 			pendingInit++
 		case st.State.Terminated != nil:
-			if st.State.Terminated.ExitCode != 0 {
-				failedInit++
+			if code := st.State.Terminated.ExitCode; code != 0 && !restarts(c, code) {
+				failedInitForGood++
 			}
 		case st.State.Waiting != nil:
 			if t := st.LastTerminationState.Terminated; t == nil {
 				pendingInit++
-			} else if t.ExitCode != 0 {
-				failedInit++
+			} else if t.ExitCode != 0 && !restarts(c, t.ExitCode) {
+				failedInitForGood++
 			}
 		default:
 			pendingInit++
 		}
 	}
 	for i := range pod.Spec.Containers {
-		st := findStatus(containers, pod.Spec.Containers[i].Name)
+		c := &pod.Spec.Containers[i]
+		st := findStatus(containers, c.Name)
 		switch {
 		case st == nil:
 			unknown++
@@ -543,12 +563,19 @@ func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus, initialized, ter
 			running++
 		case st.State.Terminated != nil:
 			stopped++
-			if st.State.Terminated.ExitCode == 0 {
+			code := st.State.Terminated.ExitCode
+			if !restarts(c, code) {
+				stoppedForGood++
+			}
+			if code == 0 {
 				succeeded++
 			}
 		case st.State.Waiting != nil:
-			if st.LastTerminationState.Terminated != nil {
+			if t := st.LastTerminationState.Terminated; t != nil {
 				stopped++
+				if !restarts(c, t.ExitCode) {
+					stoppedForGood++
+				}
 			} else {
 				waiting++
 			}
@@ -556,7 +583,7 @@ func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus, initialized, ter
 			unknown++
 		}
 	}
-	if failedInit > 0 && pod.Spec.RestartPolicy == v1.RestartPolicyNever {
+	if failedInitForGood > 0 {
 		return v1.PodFailed
 	}
 	switch {
@@ -571,14 +598,8 @@ func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus, initialized, ter
 			}
 			return v1.PodFailed
 		}
-		switch pod.Spec.RestartPolicy {
-		case v1.RestartPolicyAlways:
-			return v1.PodRunning
-		case v1.RestartPolicyOnFailure:
-			if stopped == succeeded {
-				return v1.PodSucceeded
-			}
-			return v1.PodRunning
+		if stopped != stoppedForGood {
+			return v1.PodRunning // at least one is to restart
 		}
 		if stopped == succeeded {
 			return v1.PodSucceeded

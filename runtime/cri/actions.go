@@ -95,8 +95,12 @@ func IsRestartableInit(c *v1.Container) bool { return podutil.IsRestartableInit(
 //   - A regular init container that exited 0 (and was not OOM-killed)
 //     lets the next one start; one that is running is waited for; one
 //     that failed or is in the unknown state is run again (killed first
-//     when unknown), unless the restart policy is Never, in which case the
-//     pod is killed (it has failed); one in the created state is started.
+//     when unknown), unless its restart settings say not to, in which case
+//     the pod is killed (it has failed); one in the created state is
+//     started. A failed one follows the rules of regular containers below
+//     (restart rules, its own restartPolicy, the pod's), and so is not run
+//     again in a pod marked for deletion; one in the unknown state is run
+//     again unless its own restartPolicy (else the pod's) is Never.
 //   - A sidecar must be running and past its startup probe, if it has one
 //     (a probe that has not answered yet is waited for), for the next init
 //     container to start. A sidecar that exited or is in the created or
@@ -106,13 +110,19 @@ func IsRestartableInit(c *v1.Container) bool { return podutil.IsRestartableInit(
 //     still lets what follows it start in the same round, even when it is
 //     being restarted for its spec or its liveness probe.
 //   - A regular container is (re)started when it has never run, is in the
-//     created or unknown state, or has exited and the restart policy
-//     (Always; OnFailure with a non-zero exit code) says so; never in a
-//     pod marked for deletion.
+//     created or unknown state, or has exited and its restart settings say
+//     so (podutil.ContainerShouldRestart, the ContainerRestartRules
+//     feature): the first of its restartPolicyRules that matches the exit
+//     code (action Restart), else its own restartPolicy, else the pod's
+//     (Always; OnFailure after a non-zero exit code; Never: not again);
+//     never in a pod marked for deletion. In a new sandbox, one that
+//     succeeded is not started again when its policy (its own, else the
+//     pod's) is OnFailure.
 //   - A running regular container whose spec changed is killed and
 //     restarted whatever the policy; one whose liveness or startup probe
-//     failed is killed and restarted unless the policy is Never; one in
-//     the unknown state is killed before it is replaced.
+//     failed is killed and restarted unless its own restartPolicy (else
+//     the pod's) is Never, its rules not being looked at; one in the
+//     unknown state is killed before it is replaced.
 //   - Ephemeral containers start once, when they appear in the spec, and
 //     are never restarted.
 //   - When no regular container runs and none is to start, the pod is
@@ -165,7 +175,7 @@ func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResul
 		}
 		var start []int
 		for i := range pod.Spec.Containers {
-			if pod.Spec.RestartPolicy == v1.RestartPolicyOnFailure && succeeded(pod.Spec.Containers[i].Name, status) {
+			if runOnce(&pod.Spec.Containers[i], &pod.Spec) && succeeded(pod.Spec.Containers[i].Name, status) {
 				continue
 			}
 			start = append(start, i)
@@ -196,7 +206,7 @@ func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResul
 		c := &pod.Spec.Containers[i]
 		st := status.FindContainerStatus(c.Name)
 		if st == nil || st.State != runtime.ContainerStateRunning {
-			if shouldRestart(pod, st) {
+			if shouldRestart(pod, c, st) {
 				a.ContainersToStart = append(a.ContainersToStart, i)
 				if st != nil && st.State == runtime.ContainerStateUnknown {
 					a.kill(st, "Container is in \"unknown\" state, try killing it before restart", nil)
@@ -204,7 +214,7 @@ func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResul
 			}
 			continue
 		}
-		restart := pod.Spec.RestartPolicy != v1.RestartPolicyNever
+		restart := podutil.RestartsOnProbeFailure(c, &pod.Spec)
 		var msg string
 		var grace *int64
 		switch {
@@ -338,7 +348,7 @@ func (a *PodActions) initActions(pod *v1.Pod, status *runtime.PodStatus, probes 
 			case sidecar:
 				start = append(start, i)
 			case initFailed(st):
-				if pod.Spec.RestartPolicy == v1.RestartPolicyNever {
+				if pod.DeletionTimestamp != nil || !podutil.ContainerShouldRestart(c, &pod.Spec, int32(st.ExitCode)) {
 					a.KillPod = true
 					a.InitContainersToStart = nil
 					return false
@@ -350,7 +360,7 @@ func (a *PodActions) initActions(pod *v1.Pod, status *runtime.PodStatus, probes 
 				start = append(start, i+1)
 			}
 		default: // unknown
-			if !sidecar && pod.Spec.RestartPolicy == v1.RestartPolicyNever {
+			if !sidecar && !podutil.RestartsOnProbeFailure(c, &pod.Spec) {
 				a.KillPod = true
 				a.InitContainersToStart = nil
 				return false
@@ -415,7 +425,23 @@ func succeeded(name string, status *runtime.PodStatus) bool {
 	return st != nil && st.State == runtime.ContainerStateExited && st.ExitCode == 0
 }
 
-func shouldRestart(pod *v1.Pod, st *runtime.ContainerStatus) bool {
+// runOnce reports whether a container that succeeded is not started
+// again in a new sandbox: its own restartPolicy is OnFailure, or it sets
+// none and the pod's is OnFailure.
+func runOnce(c *v1.Container, spec *v1.PodSpec) bool {
+	if c.RestartPolicy != nil {
+		return *c.RestartPolicy == v1.ContainerRestartPolicyOnFailure
+	}
+	return spec.RestartPolicy == v1.RestartPolicyOnFailure
+}
+
+// shouldRestart is the kubelet's ShouldContainerBeRestarted: whether a
+// regular container that does not run is started (again). One that never
+// ran, or is in the created or unknown state, is; one that exited is
+// restarted as its restart rules, its restartPolicy or else the pod's
+// say (podutil.ContainerShouldRestart). Nothing is in a pod marked for
+// deletion.
+func shouldRestart(pod *v1.Pod, c *v1.Container, st *runtime.ContainerStatus) bool {
 	if pod.DeletionTimestamp != nil {
 		return false // a pod marked for deletion is only ever stopped
 	}
@@ -428,11 +454,5 @@ func shouldRestart(pod *v1.Pod, st *runtime.ContainerStatus) bool {
 	case runtime.ContainerStateUnknown, runtime.ContainerStateCreated:
 		return true
 	}
-	switch pod.Spec.RestartPolicy {
-	case v1.RestartPolicyNever:
-		return false
-	case v1.RestartPolicyOnFailure:
-		return st.ExitCode != 0
-	}
-	return true
+	return podutil.ContainerShouldRestart(c, &pod.Spec, int32(st.ExitCode))
 }

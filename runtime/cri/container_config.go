@@ -24,6 +24,10 @@ type containerSpec struct {
 	// qos is the pod's QoS class, computed once per sync by the caller;
 	// empty means containerConfig computes it (O(containers)).
 	qos v1.PodQOSClass
+	// target is an ephemeral container's targetContainerName, whose
+	// process namespace it joins; targetID is that container's ID, which
+	// startContainer finds.
+	target, targetID string
 }
 
 func specOf(pod *v1.Pod, list string, i int) containerSpec {
@@ -32,8 +36,9 @@ func specOf(pod *v1.Pod, list string, i int) containerSpec {
 		c := &pod.Spec.InitContainers[i]
 		return containerSpec{container: c, field: "spec.initContainers[" + c.Name + "]", kind: "init container"}
 	case "ephemeral":
-		c := v1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
-		return containerSpec{container: &c, field: "spec.ephemeralContainers[" + c.Name + "]", kind: "ephemeral container"}
+		ec := &pod.Spec.EphemeralContainers[i]
+		c := v1.Container(ec.EphemeralContainerCommon)
+		return containerSpec{container: &c, field: "spec.ephemeralContainers[" + c.Name + "]", kind: "ephemeral container", target: ec.TargetContainerName}
 	}
 	c := &pod.Spec.Containers[i]
 	return containerSpec{container: c, field: "spec.containers[" + c.Name + "]", kind: "container"}
@@ -72,6 +77,12 @@ func (r *Runtime) containerConfig(ctx context.Context, pod *v1.Pod, s containerS
 	sc, err := r.securityContext(pod, c, s.field)
 	if err != nil {
 		return nil, err
+	}
+	if s.targetID != "" && sc.GetNamespaceOptions().GetPid() == runtimeapi.NamespaceMode_CONTAINER {
+		// An ephemeral container with a target sees the target's
+		// processes, unless the pod shares one process namespace anyway.
+		sc.NamespaceOptions.Pid = runtimeapi.NamespaceMode_TARGET
+		sc.NamespaceOptions.TargetId = s.targetID
 	}
 	qos := s.qos
 	if qos == "" {

@@ -25,8 +25,12 @@
 // sandbox, sidecars (restartable init containers) gated on their startup
 // probes and restarted whatever the restart policy, a regular init
 // container that failed or is in an unknown state failing the pod under
-// restartPolicy Never, ephemeral containers, restart policies, spec-hash
-// changes, liveness and startup failures, unknown states. SyncPod then
+// restartPolicy Never, ephemeral containers (started once in the running
+// sandbox, even before the pod has initialized, never restarted, in the
+// process namespace of their targetContainerName when they name one),
+// restart policies (the pod's, and per container its own restartPolicy
+// and restartPolicyRules, the kubelet's ContainerRestartRules feature),
+// spec-hash changes, liveness and startup failures, unknown states. SyncPod then
 // carries the actions out and reports each step with the kubelet's
 // waiting reason on failure.
 //

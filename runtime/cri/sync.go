@@ -173,6 +173,15 @@ func (r *Runtime) startContainer(ctx context.Context, pod *v1.Pod, s containerSp
 		r.crashBackoff.Next(key, dead.FinishedAt)
 	}
 
+	if s.target != "" {
+		t := status.FindContainerStatus(s.target)
+		if t == nil {
+			err := fmt.Errorf("%s.targetContainerName: unable to find target container %q", s.field, s.target)
+			r.cfg.Events(pod, v1.EventTypeWarning, reasonFailed, "Error: "+err.Error())
+			return fail(ReasonCreateContainerConfigError, err)
+		}
+		s.targetID = t.ID.ID
+	}
 	img, reason, err := r.images.EnsureImage(ctx, pod, c, s.field, sandboxConfig)
 	if err != nil {
 		return fail(reason, err)
