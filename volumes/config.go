@@ -38,7 +38,8 @@ type Config struct {
 	// Plugins is the registry of volume types. A volume goes to the
 	// first plugin whose CanSupport accepts it; names must be unique
 	// and non-empty. Nil: DefaultPlugins(PluginConfig{Mounter:
-	// Mounter}). An empty non-nil slice means no plugin at all.
+	// Mounter, Clock: Clock}). An empty non-nil slice means no plugin
+	// at all.
 	Plugins []Plugin
 	// Mounter mounts and unmounts (tmpfs emptyDirs) and tells mount
 	// points apart, for the default plugins and for the removal of pod
@@ -78,9 +79,6 @@ func (c *Config) defaults() error {
 	if c.Mounter == nil {
 		c.Mounter = mount.New("")
 	}
-	if c.Plugins == nil {
-		c.Plugins = DefaultPlugins(PluginConfig{Mounter: c.Mounter})
-	}
 	seen := make(map[string]bool, len(c.Plugins))
 	for i, p := range c.Plugins {
 		if p == nil {
@@ -103,6 +101,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
+	}
+	if c.Plugins == nil {
+		c.Plugins = DefaultPlugins(PluginConfig{Mounter: c.Mounter, Clock: c.Clock})
 	}
 	if c.Logger.GetSink() == nil {
 		c.Logger = logr.Discard()

@@ -711,3 +711,45 @@ func TestRemovedDuringSetUpAndAddedAgain(t *testing.T) {
 		t.Fatalf("events: %q, want none", ev)
 	}
 }
+
+// With Config.Plugins nil, the default plugins run on the manager's
+// clock: a content volume's generation is named from Config.Clock.
+func TestDefaultPluginsUseTheManagersClock(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC))
+	podsDir := filepath.Join(t.TempDir(), "pods")
+	m, err := volumes.New(volumes.Config{PodsDir: podsDir, Mounter: mount.NewFakeMounter(nil), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	pod := podWith("p", []v1.Volume{{Name: "info", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{
+		Items: []v1.DownwardAPIVolumeFile{{Path: "name", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+	}}}}, mountOf("info"))
+	m.AddPod(pod)
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	if err := m.WaitForAttachAndMount(wctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	dir := volumes.VolumeDir(filepath.Join(podsDir, string(pod.UID)), "kubernetes.io/downward-api", "info")
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range es {
+		if strings.HasPrefix(e.Name(), "..2031_05_06_07_08_09.") {
+			return
+		}
+		names = append(names, e.Name())
+	}
+	t.Errorf("no generation named from the manager's clock (..2031_05_06_07_08_09.*) in %v", names)
+}
