@@ -44,6 +44,9 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /configz", s.configz)
 	mux.HandleFunc("GET /stats/summary", s.statsSummary)
 	mux.HandleFunc("GET /metrics/resource", s.metricsResource)
+	if _, ok := cfg.Stats.(ContainerStatsProvider); ok {
+		mux.HandleFunc("GET /metrics/cadvisor", s.metricsCadvisor)
+	}
 	if cfg.ProbeMetrics != nil {
 		mux.Handle("GET /metrics/probes", promhttp.HandlerFor(cfg.ProbeMetrics, promhttp.HandlerOpts{}))
 	}
@@ -70,6 +73,9 @@ func New(cfg Config) (*Server, error) {
 	ro.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}))
 	ro.HandleFunc("GET /stats/summary", s.statsSummary)
 	ro.HandleFunc("GET /metrics/resource", s.metricsResource)
+	if _, ok := cfg.Stats.(ContainerStatsProvider); ok {
+		ro.HandleFunc("GET /metrics/cadvisor", s.metricsCadvisor)
+	}
 	if cfg.ProbeMetrics != nil {
 		ro.Handle("GET /metrics/probes", promhttp.HandlerFor(cfg.ProbeMetrics, promhttp.HandlerOpts{}))
 	}

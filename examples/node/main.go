@@ -42,7 +42,7 @@
 //	readOnlyPort               the kubelet's read-only server (0: none): plain
 //	                           HTTP without authentication on the node server's
 //	                           address, /healthz, /pods, /metrics, /metrics/probes,
-//	                           /stats/summary and /metrics/resource only (405 for /exec, /attach,
+//	                           /stats/summary, /metrics/resource and /metrics/cadvisor only (405 for /exec, /attach,
 //	                           /portForward, /run, /containerLogs, /runningpods/)
 //	tlsCertFile, tlsPrivateKeyFile  the server's certificate (with neither, a
 //	                           self-signed one for the node's names, made at start)
