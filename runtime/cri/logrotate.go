@@ -10,18 +10,23 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/sync/errgroup"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 )
 
-// Defaults of LogRotatorConfig, the kubelet's.
+// Defaults of LogRotatorConfig, the kubelet's (containerLogMaxSize,
+// containerLogMaxFiles, containerLogMonitorInterval,
+// containerLogMaxWorkers).
 const (
-	DefaultContainerLogMaxSize  = 10 * 1024 * 1024 // 10Mi
-	DefaultContainerLogMaxFiles = 5
-	DefaultLogRotatePeriod      = 10 * time.Second
+	DefaultContainerLogMaxSize    = 10 * 1024 * 1024 // 10Mi
+	DefaultContainerLogMaxFiles   = 5
+	DefaultLogRotatePeriod        = 10 * time.Second
+	DefaultContainerLogMaxWorkers = 1
 )
 
 // rotatedSuffixFormat is the time layout of the suffix a rotated log gets
@@ -61,9 +66,14 @@ type LogRotatorConfig struct {
 	// one included; 0 means DefaultContainerLogMaxFiles (5). It must be
 	// at least 2.
 	MaxFiles int
-	// Period is how often logs are checked; 0 means
+	// Period is how often the running containers are listed and queued
+	// for a check (the kubelet's containerLogMonitorInterval); 0 means
 	// DefaultLogRotatePeriod (10 s).
 	Period time.Duration
+	// MaxWorkers is how many containers' logs are checked and rotated at
+	// once (the kubelet's containerLogMaxWorkers); 0 means
+	// DefaultContainerLogMaxWorkers (1). Negative is an error.
+	MaxWorkers int
 	// Clock times the checks and names rotated files; nil means the
 	// real clock.
 	Clock clock.WithTicker
@@ -77,11 +87,22 @@ type LogRotatorConfig struct {
 // renamed to "<log>.<YYYYMMDD-hhmmss>" and the runtime asked to reopen
 // it; rotated files but the newest are gzipped, and the oldest removed so
 // that at most MaxFiles remain: the newest rotated file stays plain
-// text. Its methods are safe for concurrent use,
-// though rotations are meant to be run by Run alone.
+// text.
+//
+// Run works as the kubelet's manager does: every Period it lists the
+// running containers into a queue that holds each container once, and
+// MaxWorkers workers take containers from it, so that a slow rotation
+// (a big log to compress) holds up neither the next listing nor the other
+// containers, and a container is never rotated by two workers at once.
+// Its methods are safe for concurrent use; a container that one call is
+// rotating is skipped by another.
 type LogRotator struct {
 	cfg LogRotatorConfig
 	log logr.Logger
+
+	// mu guards busy, the containers being checked or rotated.
+	mu   sync.Mutex
+	busy map[string]bool
 }
 
 // NewLogRotator checks and defaults cfg. It starts nothing and does no
@@ -102,6 +123,12 @@ func NewLogRotator(cfg LogRotatorConfig) (*LogRotator, error) {
 	case cfg.MaxFiles < 2:
 		return nil, fmt.Errorf("cri: LogRotatorConfig.MaxFiles is %d, must be at least 2", cfg.MaxFiles)
 	}
+	switch {
+	case cfg.MaxWorkers == 0:
+		cfg.MaxWorkers = DefaultContainerLogMaxWorkers
+	case cfg.MaxWorkers < 0:
+		return nil, fmt.Errorf("cri: LogRotatorConfig.MaxWorkers is %d, must be at least 1", cfg.MaxWorkers)
+	}
 	if cfg.Period == 0 {
 		cfg.Period = DefaultLogRotatePeriod
 	} else if cfg.Period < 0 {
@@ -114,12 +141,28 @@ func NewLogRotator(cfg LogRotatorConfig) (*LogRotator, error) {
 	if log.GetSink() == nil {
 		log = logr.Discard()
 	}
-	return &LogRotator{cfg: cfg, log: log}, nil
+	return &LogRotator{cfg: cfg, log: log, busy: map[string]bool{}}, nil
 }
 
-// Run checks the logs of running containers every Period until ctx ends,
-// then returns nil. Failures are logged and retried at the next check.
+// Run lists the running containers every Period into a queue, and
+// checks and rotates their logs on MaxWorkers goroutines, until ctx ends;
+// then it returns nil once its goroutines have. Failures are logged and
+// retried at the next listing.
 func (r *LogRotator) Run(ctx context.Context) error {
+	q := newIDQueue()
+	var wg sync.WaitGroup
+	for range r.cfg.MaxWorkers {
+		wg.Go(func() {
+			for {
+				id, ok := q.get(ctx)
+				if !ok {
+					return
+				}
+				r.check(ctx, id)
+			}
+		})
+	}
+	defer wg.Wait()
 	t := r.cfg.Clock.NewTicker(r.cfg.Period)
 	defer t.Stop()
 	for {
@@ -127,36 +170,138 @@ func (r *LogRotator) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C():
-			if err := r.RotateLogs(ctx); err != nil && ctx.Err() == nil {
-				r.log.Error(err, "rotating container logs")
+			ids, err := r.running(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					r.log.Error(err, "rotating container logs")
+				}
+				continue
+			}
+			for _, id := range ids {
+				q.add(id)
 			}
 		}
 	}
 }
 
 // RotateLogs makes one pass over the running containers, rotating the
-// logs that grew beyond MaxSize. It blocks for the pass. It returns an
-// error only when the containers cannot be listed; the failure of one
-// container is logged and the others are still handled.
+// logs that grew beyond MaxSize, MaxWorkers at a time. It blocks for the
+// pass. It returns an error only when the containers cannot be listed;
+// the failure of one container is logged and the others are still
+// handled.
 func (r *LogRotator) RotateLogs(ctx context.Context) error {
+	ids, err := r.running(ctx)
+	if err != nil {
+		return err
+	}
+	var g errgroup.Group
+	g.SetLimit(r.cfg.MaxWorkers)
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			r.check(ctx, id)
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// running lists the IDs of the running containers.
+func (r *LogRotator) running(ctx context.Context) ([]string, error) {
 	cs, err := r.cfg.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{
 		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
 	})
 	if err != nil {
-		return fmt.Errorf("cri: log rotation: listing containers: %w", err)
+		return nil, fmt.Errorf("cri: log rotation: listing containers: %w", err)
 	}
+	ids := make([]string, 0, len(cs))
 	for _, c := range cs {
-		if ctx.Err() != nil {
-			return nil
-		}
-		if c.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
-			continue // a runtime that ignores the filter
-		}
-		if err := r.rotateContainer(ctx, c.GetId()); err != nil {
-			r.log.Error(err, "rotating container log", "containerID", c.GetId())
+		if c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING { // a runtime may ignore the filter
+			ids = append(ids, c.GetId())
 		}
 	}
-	return nil
+	return ids, nil
+}
+
+// check rotates one container's log if it is too big, unless another
+// call is at it; a failure is logged.
+func (r *LogRotator) check(ctx context.Context, id string) {
+	r.mu.Lock()
+	if r.busy[id] {
+		r.mu.Unlock()
+		return
+	}
+	r.busy[id] = true
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.busy, id)
+		r.mu.Unlock()
+	}()
+	if err := r.rotateContainer(ctx, id); err != nil && ctx.Err() == nil {
+		r.log.Error(err, "rotating container log", "containerID", id)
+	}
+}
+
+// idQueue is a FIFO of container IDs that holds each ID once: one added
+// again while it waits keeps its place. Its length is bounded by the
+// number of distinct containers. Safe for concurrent use.
+type idQueue struct {
+	// wake has a token when an ID may be waiting.
+	wake chan struct{}
+	// mu guards ids and queued.
+	mu     sync.Mutex
+	ids    []string
+	queued map[string]bool
+}
+
+func newIDQueue() *idQueue {
+	return &idQueue{wake: make(chan struct{}, 1), queued: map[string]bool{}}
+}
+
+// add queues id unless it is waiting already. It does not block.
+func (q *idQueue) add(id string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.queued[id] {
+		return
+	}
+	q.queued[id] = true
+	q.ids = append(q.ids, id)
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// get takes the oldest ID, blocking until there is one; false when ctx
+// ends first.
+func (q *idQueue) get(ctx context.Context) (string, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.ids) > 0 {
+			id := q.ids[0]
+			q.ids[0] = ""
+			q.ids = q.ids[1:]
+			delete(q.queued, id)
+			if len(q.ids) > 0 { // pass the token on to another worker
+				select {
+				case q.wake <- struct{}{}:
+				default:
+				}
+			}
+			q.mu.Unlock()
+			return id, true
+		}
+		q.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return "", false
+		case <-q.wake:
+		}
+	}
 }
 
 // rotateContainer rotates one container's log when it is too big.
