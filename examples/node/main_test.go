@@ -91,7 +91,7 @@ func TestLoadConfig(t *testing.T) {
 		}
 		want := settings{fileCheck: 20 * time.Second, sync: time.Minute, statusUpdate: 10 * time.Second, report: 5 * time.Minute,
 			leaseDuration: 40 * time.Second, listen: "127.0.0.1:10250", port: 10250, podLogsDir: "/var/log/pods", maxPods: 110, resolvConf: "/etc/resolv.conf",
-			logMaxSize: 10 * 1024 * 1024, logMaxFiles: 5}
+			logMaxSize: 10 * 1024 * 1024, logMaxFiles: 5, logMaxWorkers: 1, logMonitorInterval: 10 * time.Second}
 		if s.eviction == nil || len(s.eviction.Thresholds) != 5 {
 			t.Errorf("eviction = %+v, want the kubelet's 5 default hard thresholds", s.eviction)
 		}
@@ -132,6 +132,8 @@ imageGCLowThresholdPercent: 70
 imageMinimumGCAge: 5m
 containerLogMaxSize: 1Mi
 containerLogMaxFiles: 3
+containerLogMaxWorkers: 4
+containerLogMonitorInterval: 5s
 `)
 		s, err := loadConfig(path)
 		if err != nil {
@@ -143,8 +145,9 @@ containerLogMaxFiles: 3
 			len(s.taints) != 1 || s.taints[0].Key != "example.com/edge" {
 			t.Errorf("loadConfig = %+v", s)
 		}
-		if s.logMaxSize != 1<<20 || s.logMaxFiles != 3 {
-			t.Errorf("container logs: max size %d, max files %d; want 1Mi and 3", s.logMaxSize, s.logMaxFiles)
+		if s.logMaxSize != 1<<20 || s.logMaxFiles != 3 || s.logMaxWorkers != 4 || s.logMonitorInterval != 5*time.Second {
+			t.Errorf("container logs: max size %d, max files %d, workers %d, interval %v; want 1Mi, 3, 4, 5s",
+				s.logMaxSize, s.logMaxFiles, s.logMaxWorkers, s.logMonitorInterval)
 		}
 		if g := s.imageGC; g.HighThresholdPercent != 90 || g.LowThresholdPercent != 70 || g.MinAge != 5*time.Minute {
 			t.Errorf("imageGC = %+v", g)
@@ -162,19 +165,21 @@ containerLogMaxFiles: 3
 		}
 	})
 	for name, doc := range map[string]string{
-		"unknown field":             "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPod: 3\n",
-		"duplicate field":           "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 3\nmaxPods: 4\n",
-		"wrong kind":                "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n",
-		"no apiVersion":             "kind: KubeletConfiguration\n",
-		"bad quantity":              "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nsystemReserved: {cpu: lots}\n",
-		"bad port":                  "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: 70000\n",
-		"bad eviction":              "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard: {memory.free: 1Gi}\n",
-		"bad readOnlyPort":          "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: 65536\n",
-		"negative readOnlyPort":     "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: -1\n",
-		"readOnlyPort same as port": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: 10250\n",
-		"bad containerLogMaxSize":   "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxSize: big\n",
-		"zero containerLogMaxSize":  "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxSize: \"0\"\n",
-		"one containerLogMaxFiles":  "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxFiles: 1\n",
+		"unknown field":                     "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPod: 3\n",
+		"duplicate field":                   "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 3\nmaxPods: 4\n",
+		"wrong kind":                        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n",
+		"no apiVersion":                     "kind: KubeletConfiguration\n",
+		"bad quantity":                      "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nsystemReserved: {cpu: lots}\n",
+		"bad port":                          "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: 70000\n",
+		"bad eviction":                      "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard: {memory.free: 1Gi}\n",
+		"bad readOnlyPort":                  "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: 65536\n",
+		"negative readOnlyPort":             "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: -1\n",
+		"readOnlyPort same as port":         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: 10250\n",
+		"bad containerLogMaxSize":           "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxSize: big\n",
+		"zero containerLogMaxSize":          "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxSize: \"0\"\n",
+		"one containerLogMaxFiles":          "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxFiles: 1\n",
+		"zero containerLogMaxWorkers":       "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxWorkers: 0\n",
+		"short containerLogMonitorInterval": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMonitorInterval: 1s\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".yaml")
@@ -183,7 +188,7 @@ containerLogMaxFiles: 3
 			if err == nil || !strings.Contains(err.Error(), path) {
 				t.Errorf("loadConfig = %v, want an error naming the file", err)
 			}
-			for _, field := range []string{"readOnlyPort", "containerLogMaxSize", "containerLogMaxFiles"} {
+			for _, field := range []string{"readOnlyPort", "containerLogMaxSize", "containerLogMaxFiles", "containerLogMaxWorkers", "containerLogMonitorInterval"} {
 				if strings.Contains(name, field) && (err == nil || !strings.Contains(err.Error(), field)) {
 					t.Errorf("loadConfig = %v, want an error naming %s", err, field)
 				}
