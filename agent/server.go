@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/server"
 )
@@ -125,3 +126,10 @@ func proberMetrics(g prometheus.Gatherer) prometheus.Gatherer {
 func newHTTPServer(h http.Handler, cfg HTTPConfig) *http.Server {
 	return server.NewHTTPServer(h, cfg)
 }
+
+// PodStatus returns the latest API status of the pod of that UID the
+// agent runs (a deep copy), for the node server's log lookups. Safe for
+// concurrent use.
+func (a *Agent) PodStatus(uid types.UID) (v1.PodStatus, bool) { return a.status.GetPodStatus(uid) }
+
+var _ server.PodStatusGetter = (*Agent)(nil)

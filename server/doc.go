@@ -50,7 +50,10 @@
 // Partial (P) entries are joined into one line; a line that is not in
 // the format is skipped, as the kubelet skips it. The query parameters
 // are the kubelet's (v1.PodLogOptions): follow, previous (the
-// instance before the newest), timestamps (each line prefixed by its
+// instance the pod's API status names as the container's last terminated
+// one, as the kubelet reads it: while the container waits out a restart
+// back-off, the newest; from a PodStatusGetter, or the status Pods
+// listed; without one, the instance before the newest), timestamps (each line prefixed by its
 // RFC3339Nano time), tailLines (or the older "tail", "all" for every
 // line; counted in entries of the file, as the kubelet counts them),
 // limitBytes, sinceSeconds (against Config.Clock) and sinceTime. A value
