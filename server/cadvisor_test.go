@@ -315,4 +315,3 @@ func TestMetricsCadvisorAuthorizationAndErrors(t *testing.T) {
 		t.Errorf("/metrics/cadvisor of a summary-only StatsProvider: %d, want 404", code)
 	}
 }
-
