@@ -57,7 +57,7 @@ func (s *syncBuffer) String() string {
 
 // eventually polls cond every 100ms for at most d, failing with the last
 // state it described.
-func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+func eventually(t testing.TB, d time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
@@ -72,7 +72,7 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, s
 	}
 }
 
-func writeFile(t *testing.T, path, data string) {
+func writeFile(t testing.TB, path, data string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -214,7 +214,7 @@ func TestSIGHUPIsAStopSignal(t *testing.T) {
 }
 
 // writeKubeconfig writes a kubeconfig for the node's credentials.
-func writeKubeconfig(t *testing.T, s *kubetest.Server, name, path string) {
+func writeKubeconfig(t testing.TB, s *kubetest.Server, name, path string) {
 	t.Helper()
 	rc := s.NodeConfig(t, name)
 	cfg := clientcmdapi.NewConfig()
@@ -227,7 +227,7 @@ func writeKubeconfig(t *testing.T, s *kubetest.Server, name, path string) {
 	}
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
