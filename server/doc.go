@@ -84,9 +84,15 @@
 // upgraded connection to it (k8s.io/apimachinery/pkg/util/proxy), as the
 // kubelet does. The query is the kubelet's: command (repeated), input,
 // output, error and tty ("1" is on; stdin, stdout and stderr are accepted
-// too); with tty, stderr is merged into stdout. SPDY is served; the
-// WebSocket protocol of newer clients (which the kubelet translates to
-// SPDY) is not. A stream the runtime drops ends the client's connection.
+// too); with tty, stderr is merged into stdout. The upgraded connection
+// is proxied as it comes, so the protocols are those of the runtime's
+// streaming server: SPDY, and WebSocket up to v4.channel.k8s.io. kubectl's
+// WebSocket (v5.channel.k8s.io, and port-forward's SPDY over WebSocket)
+// goes through the API server, which turns it into SPDY toward the node,
+// as it does for the kubelet: TestRunOnContainerd in examples/node
+// runs logs, exec with stdin and port-forward that way, over SPDY and over
+// WebSocket, on containerd. A stream the runtime drops ends the client's
+// connection.
 //
 // # Authentication and authorization
 //
