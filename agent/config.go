@@ -199,13 +199,19 @@ type Config struct {
 	// Default 1m, the kubelet's.
 	ContainerGCPeriod time.Duration
 	// ContainerLogMaxSize is the size in bytes beyond which a running
-	// container's log is rotated, checked every 10 s over RuntimeService
-	// (see cri.LogRotator). 0 means 10Mi, the kubelet's; negative turns
+	// container's log is rotated, checked over RuntimeService (see
+	// cri.LogRotator). 0 means 10Mi, the kubelet's; negative turns
 	// rotation off. Without RuntimeService logs are not rotated.
 	ContainerLogMaxSize int64
 	// ContainerLogMaxFiles is the most files a container's log may take,
 	// the live one included. 0 means 5, the kubelet's; otherwise at least 2.
 	ContainerLogMaxFiles int
+	// ContainerLogMaxWorkers is how many containers' logs are rotated at
+	// once. 0 means 1, the kubelet's; negative is an error.
+	ContainerLogMaxWorkers int
+	// ContainerLogMonitorInterval is how often the running containers'
+	// logs are checked. 0 means 10s, the kubelet's.
+	ContainerLogMonitorInterval time.Duration
 
 	// Listen is the address of the node server (Handler: /healthz,
 	// /pods, /metrics, /containerLogs, /exec...) ("127.0.0.1:10255"). Empty: no server (Handler still serves them).
@@ -242,6 +248,12 @@ func (c *Config) defaults() error {
 	}
 	if c.ContainerLogMaxFiles != 0 && c.ContainerLogMaxFiles < 2 {
 		return fmt.Errorf("agent: Config.ContainerLogMaxFiles is %d, must be at least 2", c.ContainerLogMaxFiles)
+	}
+	if c.ContainerLogMaxWorkers < 0 {
+		return fmt.Errorf("agent: Config.ContainerLogMaxWorkers is %d, must be at least 1", c.ContainerLogMaxWorkers)
+	}
+	if c.ContainerLogMonitorInterval < 0 {
+		return fmt.Errorf("agent: Config.ContainerLogMonitorInterval is %v, must be positive", c.ContainerLogMonitorInterval)
 	}
 	if c.RuntimeStatusTimeout <= 0 {
 		c.RuntimeStatusTimeout = 5 * time.Second

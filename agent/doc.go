@@ -70,8 +70,8 @@
 // Handler is the node server of package server over the agent: /healthz
 // (runtime ready and PLEG current), /pods (a v1.PodList with statuses, as
 // the kubelet's /pods), /metrics, /runningpods/, /configz, /containerLogs,
-// /stats/summary and /metrics/resource (server.CRIStats over
-// Config.RuntimeService), and /exec, /attach and /portForward through the
+// /stats/summary, /metrics/resource and /metrics/cadvisor
+// (server.CRIStats over Config.RuntimeService), and /exec, /attach and /portForward through the
 // CRI's streaming server; with Config.Listen set, Run serves them itself,
 // over TLS and behind authentication when Config.Server says so. The
 // read-only paths answer GET and HEAD only (other methods get 405 with an

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,17 +78,22 @@ func TestAgentRotatesContainerLogs(t *testing.T) {
 	}
 }
 
-// A negative ContainerLogMaxSize turns rotation off; MaxFiles below 2 is
-// refused.
+// A negative ContainerLogMaxSize turns rotation off; MaxFiles below 2, a
+// negative MaxWorkers or MonitorInterval are refused, naming the field.
 func TestAgentContainerLogConfig(t *testing.T) {
 	fake := newFake(t)
 	src, err := podsource.NewFile(podsource.FileConfig{Dir: manifestDir(t), NodeName: "node"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = agent.New(agent.Config{NodeName: "node", RuntimeService: fake, ImageService: fake,
-		Sources: []podsource.Source{src}, ContainerLogMaxFiles: 1})
-	if err == nil {
-		t.Fatal("ContainerLogMaxFiles 1 accepted")
+	for field, cfg := range map[string]agent.Config{
+		"ContainerLogMaxFiles":        {ContainerLogMaxFiles: 1},
+		"ContainerLogMaxWorkers":      {ContainerLogMaxWorkers: -1},
+		"ContainerLogMonitorInterval": {ContainerLogMonitorInterval: -time.Second},
+	} {
+		cfg.NodeName, cfg.RuntimeService, cfg.ImageService, cfg.Sources = "node", fake, fake, []podsource.Source{src}
+		if _, err := agent.New(cfg); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("agent.New with a bad %s: %v, want an error naming it", field, err)
+		}
 	}
 }

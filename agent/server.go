@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/server"
 )
@@ -27,7 +28,8 @@ type ServerConfig struct {
 	// Configz returns the configuration served on /configz. Default:
 	// none, and /configz answers 404.
 	Configz func() (any, error)
-	// Stats serves /stats/summary and /metrics/resource. Default:
+	// Stats serves /stats/summary and /metrics/resource, and
+	// /metrics/cadvisor when it is a server.ContainerStatsProvider. Default:
 	// server.CRIStats over Config.RuntimeService and the node's /proc;
 	// none (503) without a RuntimeService.
 	Stats server.StatsProvider
@@ -37,7 +39,8 @@ type ServerConfig struct {
 // or 500 with the reason), /pods (a v1.PodList), /metrics (Prometheus
 // text from the agent's registry), /metrics/probes (its prober_*
 // families alone, as the kubelet serves them), /runningpods/, /configz,
-// /containerLogs, /stats/summary and /metrics/resource, and /exec,
+// /containerLogs, /stats/summary, /metrics/resource and
+// /metrics/cadvisor, and /exec,
 // /attach and /portForward through Config.RuntimeService. Each read-only path answers GET and HEAD; other
 // methods get 405 with an Allow header, and a request body over
 // Config.HTTP.MaxBodyBytes gets 413. With Config.Server's Authenticator
@@ -46,7 +49,7 @@ func (a *Agent) Handler() http.Handler { return a.server.Handler() }
 
 // ReadOnlyHandler serves the kubelet's read-only port over the agent:
 // /healthz, /pods, /metrics, /metrics/probes, /stats/summary and
-// /metrics/resource without authentication; see
+// /metrics/resource and /metrics/cadvisor without authentication; see
 // server.Server.ReadOnlyHandler. The agent does not listen for it: serve
 // it with server.NewHTTPServer.
 func (a *Agent) ReadOnlyHandler() http.Handler { return a.server.ReadOnlyHandler() }
@@ -123,3 +126,10 @@ func proberMetrics(g prometheus.Gatherer) prometheus.Gatherer {
 func newHTTPServer(h http.Handler, cfg HTTPConfig) *http.Server {
 	return server.NewHTTPServer(h, cfg)
 }
+
+// PodStatus returns the latest API status of the pod of that UID the
+// agent runs (a deep copy), for the node server's log lookups. Safe for
+// concurrent use.
+func (a *Agent) PodStatus(uid types.UID) (v1.PodStatus, bool) { return a.status.GetPodStatus(uid) }
+
+var _ server.PodStatusGetter = (*Agent)(nil)

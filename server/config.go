@@ -32,6 +32,17 @@ type PodGetter interface {
 	PodByName(namespace, name string) (*v1.Pod, bool)
 }
 
+// PodStatusGetter is an optional PodLister capability: the latest API
+// status of the node's pod of that UID, which /containerLogs reads, as the
+// kubelet does, to find a container's previous instance (the one its
+// lastState names: the newest instance while the container waits out a
+// restart back-off). Without it the server uses the status of the pod
+// Pods listed, when it has one, and else the runtime's instances. It must
+// be safe for concurrent use; the server does not mutate what it returns.
+type PodStatusGetter interface {
+	PodStatus(uid types.UID) (v1.PodStatus, bool)
+}
+
 // RuntimeReader is what the server reads from the runtime: the running
 // pods (/runningpods/) and one pod's observed containers (the log file of
 // a container, whether it still runs, its ID for exec and attach, the

@@ -13,6 +13,8 @@
 //	/stats/summary              the node's and pods' resource figures (the
 //	                            kubelet's Summary API, stats/v1alpha1)
 //	/metrics/resource           the same as the kubelet's resource metrics
+//	/metrics/cadvisor           cAdvisor's container and machine metrics,
+//	                            those a CRI runtime's stats give
 //	/containerLogs/NS/POD/C     a container's log
 //	/exec/NS/POD[/UID]/C        a command in a container (SPDY)
 //	/attach/NS/POD[/UID]/C      a container's console (SPDY)
@@ -48,7 +50,10 @@
 // Partial (P) entries are joined into one line; a line that is not in
 // the format is skipped, as the kubelet skips it. The query parameters
 // are the kubelet's (v1.PodLogOptions): follow, previous (the
-// instance before the newest), timestamps (each line prefixed by its
+// instance the pod's API status names as the container's last terminated
+// one, as the kubelet reads it: while the container waits out a restart
+// back-off, the newest; from a PodStatusGetter, or the status Pods
+// listed; without one, the instance before the newest), timestamps (each line prefixed by its
 // RFC3339Nano time), tailLines (or the older "tail", "all" for every
 // line; counted in entries of the file, as the kubelet counts them),
 // limitBytes, sinceSeconds (against Config.Clock) and sinceTime. A value
@@ -79,9 +84,15 @@
 // upgraded connection to it (k8s.io/apimachinery/pkg/util/proxy), as the
 // kubelet does. The query is the kubelet's: command (repeated), input,
 // output, error and tty ("1" is on; stdin, stdout and stderr are accepted
-// too); with tty, stderr is merged into stdout. SPDY is served; the
-// WebSocket protocol of newer clients (which the kubelet translates to
-// SPDY) is not. A stream the runtime drops ends the client's connection.
+// too); with tty, stderr is merged into stdout. The upgraded connection
+// is proxied as it comes, so the protocols are those of the runtime's
+// streaming server: SPDY, and WebSocket up to v4.channel.k8s.io. kubectl's
+// WebSocket (v5.channel.k8s.io, and port-forward's SPDY over WebSocket)
+// goes through the API server, which turns it into SPDY toward the node,
+// as it does for the kubelet: TestRunOnContainerd in examples/node
+// runs logs, exec with stdin and port-forward that way, over SPDY and over
+// WebSocket, on containerd. A stream the runtime drops ends the client's
+// connection.
 //
 // # Authentication and authorization
 //
@@ -105,17 +116,39 @@
 //
 // Config.Stats gives the figures of /stats/summary (?only_cpu_and_memory
 // as the kubelet's) and /metrics/resource (node_, pod_ and
-// container_cpu_usage_seconds_total and _memory_working_set_bytes,
+// container_cpu_usage_seconds_total, _memory_working_set_bytes and
+// _swap_usage_bytes, container_swap_limit_bytes,
 // container_start_time_seconds, resource_scrape_error, by the kubelet's
-// names and labels). CRIStats is the default the agent uses: each call
-// asks the runtime for its ready sandboxes, running containers and
-// ListPodSandboxStats (pods and their containers' CPU, memory, writable
-// layer, processes and network) and ImageFsInfo (the image filesystem),
-// and reads the node's CPU (/proc/stat; its rate since the previous
-// call), memory (/proc/meminfo) and root filesystem (statfs). There is no
-// cadvisor: no system containers, no per-volume or log figures, no
-// accelerators. Measured with BenchmarkStatsSummary on fakecri, a summary
-// of 1000 pods takes tens of milliseconds, half of it JSON encoding.
+// names, labels and help texts; each usage sample stamped with the time
+// its figure was read, as metrics-server expects). CRIStats is the
+// default the agent uses: each call asks the runtime for its ready
+// sandboxes, running containers and ListPodSandboxStats (pods and their
+// containers' CPU, memory, swap, writable layer, processes and network)
+// and ImageFsInfo (the image filesystem), and reads the node's CPU
+// (/proc/stat; its rate since the previous call), memory and swap
+// (/proc/meminfo) and root filesystem (statfs). There is no cadvisor: no
+// system containers, no per-volume or log figures, no accelerators.
+// Measured with BenchmarkStatsSummary on fakecri, a summary of 1000 pods
+// takes tens of milliseconds, half of it JSON encoding.
+//
+// /metrics/cadvisor is served when Config.Stats also implements
+// ContainerStatsProvider (CRIStats does), on the main and the read-only
+// handler, authorized as nodes/metrics. It carries the part of
+// cAdvisor's metrics that CRI stats give, with cAdvisor's names, help
+// texts, types and labels (container, id, image, name, namespace, pod):
+// container_cpu_usage_seconds_total (cpu="total": no per-CPU figures),
+// container_memory_usage_bytes, _working_set_bytes, _rss and _swap,
+// container_fs_usage_bytes (device: the writable layer's filesystem, from
+// /proc/self/mountinfo), container_start_time_seconds,
+// container_network_{receive,transmit}_{bytes,errors}_total (per
+// interface, on the pod), container_scrape_error, and machine_cpu_cores and
+// machine_memory_bytes (labels machine_id, system_uuid, boot_id) with
+// machine_scrape_error. The series are cAdvisor's containers: the node as
+// the root container (id "/"), each pod as a series with no container,
+// image or name, and each running container (name its container ID).
+// Unlike cAdvisor's, id is the runtime's sandbox or container ID, not a
+// cgroup path, which the CRI does not give; and there are no per-CPU,
+// throttling, cache, disk I/O, spec_ or system-container series.
 //
 // TLSConfig builds the HTTPS configuration: certificate files, or a
 // self-signed certificate for the node's names when none are given (as
@@ -138,6 +171,6 @@
 // those alone. Unlike the kubelet's it has no process_start_time_seconds.
 // It is on the read-only handler too, and is authorized as nodes/metrics.
 //
-// Not here: /stats/ other than summary, /metrics/cadvisor, /logs (the node's own logs), /checkpoint, /run,
+// Not here: /stats/ other than summary, /logs (the node's own logs), /checkpoint, /run,
 // /debug/pprof, /flagz and /statusz.
 package server

@@ -150,7 +150,7 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	cs, err := logContainer(st, name, container, opts.Previous)
+	cs, err := logContainer(st, s.apiContainerStatus(pod, container), name, container, opts.Previous)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -212,10 +212,52 @@ func hasContainer(pod *v1.Pod, name string) bool {
 	return false
 }
 
+// apiContainerStatus returns the container's API status, from a
+// PodStatusGetter or the status the pod was listed with; nil when there
+// is none.
+func (s *Server) apiContainerStatus(pod *v1.Pod, container string) *v1.ContainerStatus {
+	status := &pod.Status
+	if g, ok := s.cfg.Pods.(PodStatusGetter); ok {
+		st, ok := g.PodStatus(pod.UID)
+		if !ok {
+			return nil
+		}
+		status = &st
+	}
+	for _, list := range [][]v1.ContainerStatus{status.ContainerStatuses, status.InitContainerStatuses, status.EphemeralContainerStatuses} {
+		for i := range list {
+			if list[i].Name == container {
+				return &list[i]
+			}
+		}
+	}
+	return nil
+}
+
 // logContainer picks the instance whose log is read, as the kubelet does:
 // the newest that has run (a created one not yet started gives way to the
-// one before it), or with previous the one before that.
-func logContainer(st *runtime.PodStatus, pod, container string, previous bool) (*runtime.ContainerStatus, error) {
+// one before it); with previous, the one the API status names as the last
+// terminated (api, when known), else the one before the newest.
+func logContainer(st *runtime.PodStatus, api *v1.ContainerStatus, pod, container string, previous bool) (*runtime.ContainerStatus, error) {
+	if previous && api != nil {
+		last := api.LastTerminationState.Terminated
+		if last == nil || last.ContainerID == "" {
+			return nil, fmt.Errorf("previous terminated container %q in pod %q not found", container, pod)
+		}
+		id, err := runtime.ParseContainerID(last.ContainerID)
+		if err != nil {
+			return nil, fmt.Errorf("previous terminated container %q in pod %q: %w", container, pod, err)
+		}
+		for _, c := range st.ContainerStatusesByName(container) {
+			if c.ID == id {
+				if c.LogPath == "" {
+					return nil, fmt.Errorf("container %q in pod %q has no log file", container, pod)
+				}
+				return c, nil
+			}
+		}
+		return nil, fmt.Errorf("previous terminated container %q in pod %q not found", container, pod)
+	}
 	all := st.ContainerStatusesByName(container)
 	if len(all) > 0 && all[0].State == runtime.ContainerStateCreated && all[0].StartedAt.IsZero() {
 		if len(all) == 1 && !previous {

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/runtime"
@@ -388,5 +390,53 @@ func TestFollowedLogsAreExemptFromTheWriteTimeout(t *testing.T) {
 	resp.Body.Close()
 	if err != nil || string(b) != "still here\n" {
 		t.Errorf("followed log under a 1ns write timeout: %q, %v", b, err)
+	}
+}
+
+// apiStatusNode is a fakeNode that also gives its pods' API statuses.
+type apiStatusNode struct {
+	*fakeNode
+	status map[types.UID]v1.PodStatus
+}
+
+func (n apiStatusNode) PodStatus(uid types.UID) (v1.PodStatus, bool) {
+	st, ok := n.status[uid]
+	return st, ok
+}
+
+// While a container waits out its restart back-off, its previous
+// instance is the newest, which ended, as the API status's lastState
+// names it and the kubelet reads it; without an API status it is the one
+// before the newest.
+func TestContainerLogsPreviousIsTheLastTerminated(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	ts, node, _ := logServer(t, clk, runtime.ContainerStateExited, criLine(0, "stdout", "F", "the newest, crashed"), criLine(-10, "stdout", "F", "the one before"))
+	ts.Close()
+	backOff := v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{
+		Name:                 "app",
+		State:                v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		LastTerminationState: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 3, ContainerID: "fake://c1"}},
+	}}}
+	for _, tc := range []struct {
+		name string
+		pods server.PodLister
+		want string
+		code int
+	}{
+		{"PodStatusGetter", apiStatusNode{node, map[types.UID]v1.PodStatus{"uid-1": backOff}}, "the newest, crashed\n", 200},
+		{"no API status", node, "the one before\n", 200},
+		{"no lastState", apiStatusNode{node, map[types.UID]v1.PodStatus{"uid-1": {ContainerStatuses: []v1.ContainerStatus{{Name: "app"}}}}},
+			`previous terminated container "app" in pod "web" not found`, 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, err := server.New(server.Config{Pods: tc.pods, Runtime: node, Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, body := getHandler(t, srv.Handler(), "/containerLogs/ns/web/app?previous=true")
+			if code != tc.code || !strings.Contains(body, tc.want) {
+				t.Errorf("previous: %d %q, want %d %q", code, body, tc.code, tc.want)
+			}
+		})
 	}
 }

@@ -45,6 +45,9 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /configz", s.configz)
 	mux.HandleFunc("GET /stats/summary", s.statsSummary)
 	mux.HandleFunc("GET /metrics/resource", s.metricsResource)
+	if _, ok := cfg.Stats.(ContainerStatsProvider); ok {
+		mux.HandleFunc("GET /metrics/cadvisor", s.metricsCadvisor)
+	}
 	if cfg.ProbeMetrics != nil {
 		mux.Handle("GET /metrics/probes", promhttp.HandlerFor(cfg.ProbeMetrics, promhttp.HandlerOpts{}))
 	}
@@ -71,6 +74,9 @@ func New(cfg Config) (*Server, error) {
 	ro.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}))
 	ro.HandleFunc("GET /stats/summary", s.statsSummary)
 	ro.HandleFunc("GET /metrics/resource", s.metricsResource)
+	if _, ok := cfg.Stats.(ContainerStatsProvider); ok {
+		ro.HandleFunc("GET /metrics/cadvisor", s.metricsCadvisor)
+	}
 	if cfg.ProbeMetrics != nil {
 		ro.Handle("GET /metrics/probes", promhttp.HandlerFor(cfg.ProbeMetrics, promhttp.HandlerOpts{}))
 	}
@@ -85,13 +91,16 @@ func New(cfg Config) (*Server, error) {
 
 // Handler returns the server's handler: /healthz, /pods, /metrics,
 // /metrics/probes (with Config.ProbeMetrics), /runningpods/, /configz,
-// /containerLogs, /exec, /attach and /portForward, behind authentication and authorization when configured.
+// /stats/summary, /metrics/resource, /metrics/cadvisor (with a
+// ContainerStatsProvider), /containerLogs, /exec, /attach and
+// /portForward, behind authentication and authorization when configured.
 // A request body over Config.HTTP.MaxBodyBytes is answered 413.
 func (s *Server) Handler() http.Handler { return s.h }
 
 // ReadOnlyHandler returns the handler of the kubelet's read-only port
 // (readOnlyPort): /healthz, /pods, /metrics, /metrics/probes (with
-// Config.ProbeMetrics), /stats/summary and /metrics/resource, to every
+// Config.ProbeMetrics), /stats/summary, /metrics/resource and
+// /metrics/cadvisor (with a ContainerStatsProvider), to every
 // client, without authentication or authorization even when Config has
 // them. Nothing there changes the node
 // or opens a stream: /run, /exec, /attach, /portForward, /containerLogs,

@@ -62,6 +62,11 @@ type CRIStatsConfig struct {
 	// RootDir is a directory on the node's filesystem, whose capacity is
 	// the node's fs figures. Default "/".
 	RootDir string
+	// MachineIDFile and SystemUUIDFile hold the machine's identity, the
+	// labels of /metrics/cadvisor's machine_ metrics. Defaults
+	// "/etc/machine-id" and "/sys/class/dmi/id/product_uuid"; a file that
+	// cannot be read is an empty label.
+	MachineIDFile, SystemUUIDFile string
 	// Clock stamps the node's figures and times the CPU rate. Default:
 	// the real clock.
 	Clock clock.PassiveClock
@@ -107,6 +112,12 @@ func NewCRIStats(cfg CRIStatsConfig) (*CRIStats, error) {
 	if cfg.RootDir == "" {
 		cfg.RootDir = "/"
 	}
+	if cfg.MachineIDFile == "" {
+		cfg.MachineIDFile = "/etc/machine-id"
+	}
+	if cfg.SystemUUIDFile == "" {
+		cfg.SystemUUIDFile = "/sys/class/dmi/id/product_uuid"
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -116,6 +127,48 @@ func NewCRIStats(cfg CRIStatsConfig) (*CRIStats, error) {
 // Summary gathers the figures. A runtime error fails it; a node figure
 // that cannot be read (no /proc) is left out.
 func (s *CRIStats) Summary(ctx context.Context) (*statsapi.Summary, error) {
+	snap, err := s.gather(ctx)
+	if err != nil {
+		return nil, err
+	}
+	node, _ := s.node()
+	sum := &statsapi.Summary{Node: node, Pods: make([]statsapi.PodStats, 0, len(snap.pods))}
+	for _, p := range snap.pods {
+		pod := p.stats
+		pod.Containers = make([]statsapi.ContainerStats, 0, len(p.containers))
+		for _, c := range p.containers {
+			pod.Containers = append(pod.Containers, c.stats)
+		}
+		sum.Pods = append(sum.Pods, pod)
+	}
+	if fs := s.imageFs(ctx); fs != nil {
+		sum.Node.Runtime = &statsapi.RuntimeStats{ImageFs: fs}
+	}
+	return sum, nil
+}
+
+// criSnapshot is one reading of the runtime: its ready sandboxes with
+// their running containers and their figures.
+type criSnapshot struct {
+	pods []criPod
+}
+
+type criPod struct {
+	sandboxID  string
+	stats      statsapi.PodStats // without Containers
+	containers []criContainer
+}
+
+type criContainer struct {
+	id, image    string
+	stats        statsapi.ContainerStats
+	fsMountpoint string // the writable layer's filesystem, as the runtime names it
+}
+
+// gather reads the runtime's ready sandboxes, running containers and
+// their stats (ListPodSandboxStats, or ListContainerStats summed per pod
+// when that fails).
+func (s *CRIStats) gather(ctx context.Context) (*criSnapshot, error) {
 	rt := s.cfg.Runtime
 	sandboxes, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}})
 	if err != nil {
@@ -147,54 +200,95 @@ func (s *CRIStats) Summary(ctx context.Context) (*statsapi.Summary, error) {
 	for _, c := range containers {
 		running[c.GetId()] = c
 	}
-	sum := &statsapi.Summary{Node: s.node(ctx), Pods: make([]statsapi.PodStats, 0, len(stats))}
+	snap := &criSnapshot{pods: make([]criPod, 0, len(stats))}
 	for _, ps := range stats {
 		sb, ok := ready[ps.GetAttributes().GetId()]
 		if !ok {
 			continue
 		}
 		md := ps.GetAttributes().GetMetadata()
-		pod := statsapi.PodStats{
+		pod := criPod{sandboxID: sb.GetId(), stats: statsapi.PodStats{
 			PodRef:    statsapi.PodReference{Name: md.GetName(), Namespace: md.GetNamespace(), UID: md.GetUid()},
 			StartTime: metav1.NewTime(time.Unix(0, sb.GetCreatedAt())),
-		}
+		}}
 		linux := ps.GetLinux()
-		pod.CPU = cpuStats(linux.GetCpu())
-		pod.Memory = memoryStats(linux.GetMemory())
+		pod.stats.CPU = cpuStats(linux.GetCpu())
+		pod.stats.Memory = memoryStats(linux.GetMemory())
 		if n := linux.GetProcess().GetProcessCount(); n != nil {
-			pod.ProcessStats = &statsapi.ProcessStats{ProcessCount: ptr(n.GetValue())}
+			pod.stats.ProcessStats = &statsapi.ProcessStats{ProcessCount: ptr(n.GetValue())}
 		}
 		if net := linux.GetNetwork(); net != nil {
-			pod.Network = networkStats(net)
+			pod.stats.Network = networkStats(net)
 		}
-		pod.Containers = make([]statsapi.ContainerStats, 0, len(linux.GetContainers()))
+		pod.containers = make([]criContainer, 0, len(linux.GetContainers()))
 		for _, cs := range linux.GetContainers() {
 			c, ok := running[cs.GetAttributes().GetId()]
 			if !ok {
 				continue
 			}
-			pod.Containers = append(pod.Containers, statsapi.ContainerStats{
-				Name:      cs.GetAttributes().GetMetadata().GetName(),
-				StartTime: metav1.NewTime(time.Unix(0, c.GetCreatedAt())),
-				CPU:       cpuStats(cs.GetCpu()),
-				Memory:    memoryStats(cs.GetMemory()),
-				Rootfs:    fsUsage(cs.GetWritableLayer()),
+			image := c.GetImage().GetUserSpecifiedImage()
+			if image == "" {
+				image = c.GetImage().GetImage()
+			}
+			pod.containers = append(pod.containers, criContainer{
+				id: c.GetId(), image: image, fsMountpoint: cs.GetWritableLayer().GetFsId().GetMountpoint(),
+				stats: statsapi.ContainerStats{
+					Name:      cs.GetAttributes().GetMetadata().GetName(),
+					StartTime: metav1.NewTime(time.Unix(0, c.GetCreatedAt())),
+					CPU:       cpuStats(cs.GetCpu()),
+					Memory:    memoryStats(cs.GetMemory()),
+					Swap:      swapStats(cs.GetSwap()),
+					Rootfs:    fsUsage(cs.GetWritableLayer()),
+				},
 			})
 		}
-		sum.Pods = append(sum.Pods, pod)
+		pod.stats.Swap = podSwap(pod.containers)
+		snap.pods = append(snap.pods, pod)
 	}
+	return snap, nil
+}
+
+// imageFs reads the runtime's image filesystem, or nil.
+func (s *CRIStats) imageFs(ctx context.Context) *statsapi.FsStats {
 	if s.cfg.Images == nil {
-		return sum, nil
+		return nil
 	}
-	if fs, err := s.cfg.Images.ImageFsInfo(ctx); err == nil && len(fs.GetImageFilesystems()) > 0 {
-		img := fs.GetImageFilesystems()[0]
-		st := fsUsage(img)
-		if capa := statfs(img.GetFsId().GetMountpoint(), time.Unix(0, img.GetTimestamp())); capa != nil {
-			st.CapacityBytes, st.AvailableBytes, st.Inodes, st.InodesFree = capa.CapacityBytes, capa.AvailableBytes, capa.Inodes, capa.InodesFree
+	fs, err := s.cfg.Images.ImageFsInfo(ctx)
+	if err != nil || len(fs.GetImageFilesystems()) == 0 {
+		return nil
+	}
+	img := fs.GetImageFilesystems()[0]
+	st := fsUsage(img)
+	if capa := statfs(img.GetFsId().GetMountpoint(), time.Unix(0, img.GetTimestamp())); capa != nil {
+		st.CapacityBytes, st.AvailableBytes, st.Inodes, st.InodesFree = capa.CapacityBytes, capa.AvailableBytes, capa.Inodes, capa.InodesFree
+	}
+	return st
+}
+
+// podSwap is a pod's swap, the sum of its containers', as the kubelet
+// sums it when the runtime gives none for the pod; nil when no container
+// has swap figures.
+func podSwap(cs []criContainer) *statsapi.SwapStats {
+	var out *statsapi.SwapStats
+	for _, c := range cs {
+		sw := c.stats.Swap
+		if sw == nil {
+			continue
 		}
-		sum.Node.Runtime = &statsapi.RuntimeStats{ImageFs: st}
+		if out == nil {
+			out = &statsapi.SwapStats{Time: sw.Time, SwapAvailableBytes: ptr[uint64](0), SwapUsageBytes: ptr[uint64](0)}
+		}
+		if sw.Time.After(out.Time.Time) {
+			out.Time = sw.Time
+		}
+		if sw.SwapAvailableBytes != nil {
+			*out.SwapAvailableBytes += *sw.SwapAvailableBytes
+		}
+		if sw.SwapUsageBytes != nil {
+			*out.SwapUsageBytes += *sw.SwapUsageBytes
+		}
 	}
-	return sum, nil
+	return out
 }
 
 // sandboxStatsFromContainers builds sandbox stats from ListContainerStats
@@ -244,46 +338,69 @@ func sandboxStatsFromContainers(ctx context.Context, rt CRIStatsService, sandbox
 	return out, nil
 }
 
-// node reads the node's own figures.
-func (s *CRIStats) node(_ context.Context) statsapi.NodeStats {
+// node reads the node's own figures, and what /proc says of the machine:
+// its CPUs and memory (zero when unread).
+func (s *CRIStats) node() (statsapi.NodeStats, machineFigures) {
 	now := s.cfg.Clock.Now()
 	n := statsapi.NodeStats{NodeName: s.cfg.NodeName}
-	if usage, boot, err := readProcStat(filepath.Join(s.cfg.ProcDir, "stat")); err == nil {
-		n.StartTime = metav1.NewTime(boot)
-		cpu := &statsapi.CPUStats{Time: metav1.NewTime(now), UsageCoreNanoSeconds: ptr(usage)}
+	var m machineFigures
+	if st, err := readProcStat(filepath.Join(s.cfg.ProcDir, "stat")); err == nil {
+		n.StartTime = metav1.NewTime(st.boot)
+		m.cpus = st.cpus
+		cpu := &statsapi.CPUStats{Time: metav1.NewTime(now), UsageCoreNanoSeconds: ptr(st.usage)}
 		s.mu.Lock()
-		if last := s.last; !last.at.IsZero() && now.After(last.at) && usage >= last.usage {
-			cpu.UsageNanoCores = ptr(uint64(float64(usage-last.usage) / now.Sub(last.at).Seconds()))
+		if last := s.last; !last.at.IsZero() && now.After(last.at) && st.usage >= last.usage {
+			cpu.UsageNanoCores = ptr(uint64(float64(st.usage-last.usage) / now.Sub(last.at).Seconds()))
 		}
-		s.last = cpuSample{at: now, usage: usage}
+		s.last = cpuSample{at: now, usage: st.usage}
 		s.mu.Unlock()
 		n.CPU = cpu
 	}
 	if mi, err := readMeminfo(filepath.Join(s.cfg.ProcDir, "meminfo")); err == nil {
 		total, free, avail := mi["MemTotal"], mi["MemFree"], mi["MemAvailable"]
+		m.memory = total
 		n.Memory = &statsapi.MemoryStats{
 			Time:            metav1.NewTime(now),
 			AvailableBytes:  ptr(avail),
 			UsageBytes:      ptr(total - free),
 			WorkingSetBytes: ptr(total - avail),
 		}
+		if swapTotal, ok := mi["SwapTotal"]; ok {
+			swapFree := min(mi["SwapFree"], swapTotal)
+			n.Swap = &statsapi.SwapStats{
+				Time:               metav1.NewTime(now),
+				SwapAvailableBytes: ptr(swapFree),
+				SwapUsageBytes:     ptr(swapTotal - swapFree),
+			}
+		}
 	}
 	n.Fs = statfs(s.cfg.RootDir, now)
-	return n
+	return n, m
+}
+
+// machineFigures are the machine's logical CPUs and memory in bytes.
+type machineFigures struct {
+	cpus   int
+	memory uint64
 }
 
 // userHZ is the unit of /proc/stat's CPU times on Linux.
 const userHZ = 100
 
-// readProcStat returns the node's busy CPU time in core-nanoseconds and
-// its boot time.
-func readProcStat(path string) (uint64, time.Time, error) {
+// procStat is what /proc/stat says: the node's busy CPU time in
+// core-nanoseconds, its boot time and its online CPUs.
+type procStat struct {
+	usage uint64
+	boot  time.Time
+	cpus  int
+}
+
+func readProcStat(path string) (procStat, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, time.Time{}, err
+		return procStat{}, err
 	}
-	var usage uint64
-	var boot time.Time
+	var st procStat
 	found := false
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
@@ -294,21 +411,26 @@ func readProcStat(path string) (uint64, time.Time, error) {
 			for _, i := range []int{1, 2, 3, 6, 7, 8} {
 				v, err := strconv.ParseUint(f[i], 10, 64)
 				if err != nil {
-					return 0, time.Time{}, fmt.Errorf("%s: %w", path, err)
+					return procStat{}, fmt.Errorf("%s: %w", path, err)
 				}
-				usage += v
+				st.usage += v
 			}
 			found = true
+		case len(f) > 0 && len(f[0]) > 3 && strings.HasPrefix(f[0], "cpu"):
+			if _, err := strconv.Atoi(f[0][3:]); err == nil {
+				st.cpus++
+			}
 		case len(f) == 2 && f[0] == "btime":
 			if v, err := strconv.ParseInt(f[1], 10, 64); err == nil {
-				boot = time.Unix(v, 0)
+				st.boot = time.Unix(v, 0)
 			}
 		}
 	}
 	if !found {
-		return 0, time.Time{}, fmt.Errorf("%s: no cpu line", path)
+		return procStat{}, fmt.Errorf("%s: no cpu line", path)
 	}
-	return usage * (1e9 / userHZ), boot, nil
+	st.usage *= 1e9 / userHZ
+	return st, nil
 }
 
 // readMeminfo returns /proc/meminfo's figures in bytes.
@@ -396,6 +518,20 @@ func memoryStats(m *runtimeapi.MemoryUsage) *statsapi.MemoryStats {
 	return out
 }
 
+func swapStats(sw *runtimeapi.SwapUsage) *statsapi.SwapStats {
+	if sw == nil {
+		return nil
+	}
+	out := &statsapi.SwapStats{Time: metav1.NewTime(time.Unix(0, sw.GetTimestamp()))}
+	if v := sw.GetSwapAvailableBytes(); v != nil {
+		out.SwapAvailableBytes = ptr(v.GetValue())
+	}
+	if v := sw.GetSwapUsageBytes(); v != nil {
+		out.SwapUsageBytes = ptr(v.GetValue())
+	}
+	return out
+}
+
 func fsUsage(f *runtimeapi.FilesystemUsage) *statsapi.FsStats {
 	if f == nil {
 		return nil
@@ -468,41 +604,59 @@ func (s *Server) statsSummary(w http.ResponseWriter, r *http.Request) {
 
 func cpuAndMemoryOnly(in *statsapi.Summary) *statsapi.Summary {
 	out := &statsapi.Summary{Node: statsapi.NodeStats{
-		NodeName: in.Node.NodeName, StartTime: in.Node.StartTime, CPU: in.Node.CPU, Memory: in.Node.Memory,
+		NodeName: in.Node.NodeName, StartTime: in.Node.StartTime, CPU: in.Node.CPU, Memory: in.Node.Memory, Swap: in.Node.Swap,
 	}, Pods: make([]statsapi.PodStats, 0, len(in.Pods))}
 	for _, p := range in.Pods {
-		q := statsapi.PodStats{PodRef: p.PodRef, StartTime: p.StartTime, CPU: p.CPU, Memory: p.Memory}
+		q := statsapi.PodStats{PodRef: p.PodRef, StartTime: p.StartTime, CPU: p.CPU, Memory: p.Memory, Swap: p.Swap}
 		for _, c := range p.Containers {
-			q.Containers = append(q.Containers, statsapi.ContainerStats{Name: c.Name, StartTime: c.StartTime, CPU: c.CPU, Memory: c.Memory})
+			q.Containers = append(q.Containers, statsapi.ContainerStats{Name: c.Name, StartTime: c.StartTime, CPU: c.CPU, Memory: c.Memory, Swap: c.Swap})
 		}
 		out.Pods = append(out.Pods, q)
 	}
 	return out
 }
 
-// The metrics of /metrics/resource, by the kubelet's names.
+// The metrics of /metrics/resource, by the kubelet's names, labels and
+// help texts (with their stability level, as the kubelet's metrics
+// framework writes it).
 var (
-	descNodeCPU      = prometheus.NewDesc("node_cpu_usage_seconds_total", "Cumulative cpu time consumed by the node in core-seconds", nil, nil)
-	descNodeMemory   = prometheus.NewDesc("node_memory_working_set_bytes", "Current working set of the node in bytes", nil, nil)
-	descPodCPU       = prometheus.NewDesc("pod_cpu_usage_seconds_total", "Cumulative cpu time consumed by the pod in core-seconds", []string{"pod", "namespace"}, nil)
-	descPodMemory    = prometheus.NewDesc("pod_memory_working_set_bytes", "Current working set of the pod in bytes", []string{"pod", "namespace"}, nil)
-	descContainerCPU = prometheus.NewDesc("container_cpu_usage_seconds_total", "Cumulative cpu time consumed by the container in core-seconds", []string{"container", "pod", "namespace"}, nil)
-	descContainerMem = prometheus.NewDesc("container_memory_working_set_bytes", "Current working set of the container in bytes", []string{"container", "pod", "namespace"}, nil)
-	descContainerUp  = prometheus.NewDesc("container_start_time_seconds", "Start time of the container since unix epoch in seconds", []string{"container", "pod", "namespace"}, nil)
-	descScrapeError  = prometheus.NewDesc("resource_scrape_error", "1 if there was an error while getting container metrics, 0 otherwise", nil, nil)
+	descNodeCPU            = prometheus.NewDesc("node_cpu_usage_seconds_total", "[STABLE] Cumulative cpu time consumed by the node in core-seconds", nil, nil)
+	descNodeMemory         = prometheus.NewDesc("node_memory_working_set_bytes", "[STABLE] Current working set of the node in bytes", nil, nil)
+	descNodeSwap           = prometheus.NewDesc("node_swap_usage_bytes", "[ALPHA] Current swap usage of the node in bytes. Reported only on non-windows systems", nil, nil)
+	descPodCPU             = prometheus.NewDesc("pod_cpu_usage_seconds_total", "[STABLE] Cumulative cpu time consumed by the pod in core-seconds", []string{"pod", "namespace"}, nil)
+	descPodMemory          = prometheus.NewDesc("pod_memory_working_set_bytes", "[STABLE] Current working set of the pod in bytes", []string{"pod", "namespace"}, nil)
+	descPodSwap            = prometheus.NewDesc("pod_swap_usage_bytes", "[ALPHA] Current amount of the pod swap usage in bytes. Reported only on non-windows systems", []string{"pod", "namespace"}, nil)
+	descContainerCPU       = prometheus.NewDesc("container_cpu_usage_seconds_total", "[STABLE] Cumulative cpu time consumed by the container in core-seconds", []string{"container", "pod", "namespace"}, nil)
+	descContainerMem       = prometheus.NewDesc("container_memory_working_set_bytes", "[STABLE] Current working set of the container in bytes", []string{"container", "pod", "namespace"}, nil)
+	descContainerSwap      = prometheus.NewDesc("container_swap_usage_bytes", "[ALPHA] Current amount of the container swap usage in bytes. Reported only on non-windows systems", []string{"container", "pod", "namespace"}, nil)
+	descContainerSwapLimit = prometheus.NewDesc("container_swap_limit_bytes", "[ALPHA] Current amount of the container swap limit in bytes. Reported only on non-windows systems", []string{"container", "pod", "namespace"}, nil)
+	descContainerUp        = prometheus.NewDesc("container_start_time_seconds", "[STABLE] Start time of the container since unix epoch in seconds", []string{"container", "pod", "namespace"}, nil)
+	descScrapeError        = prometheus.NewDesc("resource_scrape_error", "[STABLE] 1 if there was an error while getting container metrics, 0 otherwise", nil, nil)
 )
 
 // resourceCollector reports one Summary (or its error) as the kubelet's
-// resource metrics.
+// resource metrics. Each usage sample carries the time the figure was
+// read (metrics-server computes CPU rates from it), as the kubelet's do;
+// a container's start time carries none.
 type resourceCollector struct {
 	sum *statsapi.Summary
 	err error
 }
 
 func (c resourceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descNodeCPU, descNodeMemory, descPodCPU, descPodMemory, descContainerCPU, descContainerMem, descContainerUp, descScrapeError} {
+	for _, d := range []*prometheus.Desc{descNodeCPU, descNodeMemory, descNodeSwap, descPodCPU, descPodMemory, descPodSwap,
+		descContainerCPU, descContainerMem, descContainerSwap, descContainerSwapLimit, descContainerUp, descScrapeError} {
 		ch <- d
 	}
+}
+
+// sample sends a metric stamped with at (none when at is zero).
+func sample(ch chan<- prometheus.Metric, at metav1.Time, d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
+	m := prometheus.MustNewConstMetric(d, t, v, labels...)
+	if !at.IsZero() {
+		m = prometheus.NewMetricWithTimestamp(at.Time, m)
+	}
+	ch <- m
 }
 
 func (c resourceCollector) Collect(ch chan<- prometheus.Metric) {
@@ -513,10 +667,13 @@ func (c resourceCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descScrapeError, prometheus.GaugeValue, 0)
 	n := c.sum.Node
 	if n.CPU != nil && n.CPU.UsageCoreNanoSeconds != nil {
-		ch <- prometheus.MustNewConstMetric(descNodeCPU, prometheus.CounterValue, float64(*n.CPU.UsageCoreNanoSeconds)/1e9)
+		sample(ch, n.CPU.Time, descNodeCPU, prometheus.CounterValue, float64(*n.CPU.UsageCoreNanoSeconds)/1e9)
 	}
 	if n.Memory != nil && n.Memory.WorkingSetBytes != nil {
-		ch <- prometheus.MustNewConstMetric(descNodeMemory, prometheus.GaugeValue, float64(*n.Memory.WorkingSetBytes))
+		sample(ch, n.Memory.Time, descNodeMemory, prometheus.GaugeValue, float64(*n.Memory.WorkingSetBytes))
+	}
+	if n.Swap != nil && n.Swap.SwapUsageBytes != nil {
+		sample(ch, n.Swap.Time, descNodeSwap, prometheus.GaugeValue, float64(*n.Swap.SwapUsageBytes))
 	}
 	seenPod := map[statsapi.PodReference]bool{}
 	for _, p := range c.sum.Pods {
@@ -526,10 +683,13 @@ func (c resourceCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		seenPod[ref] = true
 		if p.CPU != nil && p.CPU.UsageCoreNanoSeconds != nil {
-			ch <- prometheus.MustNewConstMetric(descPodCPU, prometheus.CounterValue, float64(*p.CPU.UsageCoreNanoSeconds)/1e9, ref.Name, ref.Namespace)
+			sample(ch, p.CPU.Time, descPodCPU, prometheus.CounterValue, float64(*p.CPU.UsageCoreNanoSeconds)/1e9, ref.Name, ref.Namespace)
 		}
 		if p.Memory != nil && p.Memory.WorkingSetBytes != nil {
-			ch <- prometheus.MustNewConstMetric(descPodMemory, prometheus.GaugeValue, float64(*p.Memory.WorkingSetBytes), ref.Name, ref.Namespace)
+			sample(ch, p.Memory.Time, descPodMemory, prometheus.GaugeValue, float64(*p.Memory.WorkingSetBytes), ref.Name, ref.Namespace)
+		}
+		if p.Swap != nil && p.Swap.SwapUsageBytes != nil {
+			sample(ch, p.Swap.Time, descPodSwap, prometheus.GaugeValue, float64(*p.Swap.SwapUsageBytes), ref.Name, ref.Namespace)
 		}
 		seen := map[string]bool{}
 		for _, ct := range p.Containers {
@@ -537,14 +697,25 @@ func (c resourceCollector) Collect(ch chan<- prometheus.Metric) {
 				continue
 			}
 			seen[ct.Name] = true
+			labels := []string{ct.Name, ref.Name, ref.Namespace}
+			if ct.StartTime.Unix() > 0 {
+				ch <- prometheus.MustNewConstMetric(descContainerUp, prometheus.GaugeValue, float64(ct.StartTime.UnixNano())/1e9, labels...)
+			}
 			if ct.CPU != nil && ct.CPU.UsageCoreNanoSeconds != nil {
-				ch <- prometheus.MustNewConstMetric(descContainerCPU, prometheus.CounterValue, float64(*ct.CPU.UsageCoreNanoSeconds)/1e9, ct.Name, ref.Name, ref.Namespace)
+				sample(ch, ct.CPU.Time, descContainerCPU, prometheus.CounterValue, float64(*ct.CPU.UsageCoreNanoSeconds)/1e9, labels...)
 			}
 			if ct.Memory != nil && ct.Memory.WorkingSetBytes != nil {
-				ch <- prometheus.MustNewConstMetric(descContainerMem, prometheus.GaugeValue, float64(*ct.Memory.WorkingSetBytes), ct.Name, ref.Name, ref.Namespace)
+				sample(ch, ct.Memory.Time, descContainerMem, prometheus.GaugeValue, float64(*ct.Memory.WorkingSetBytes), labels...)
 			}
-			if !ct.StartTime.IsZero() {
-				ch <- prometheus.MustNewConstMetric(descContainerUp, prometheus.GaugeValue, float64(ct.StartTime.UnixNano())/1e9, ct.Name, ref.Name, ref.Namespace)
+			if sw := ct.Swap; sw != nil {
+				var used float64
+				if sw.SwapUsageBytes != nil {
+					used = float64(*sw.SwapUsageBytes)
+					sample(ch, sw.Time, descContainerSwap, prometheus.GaugeValue, used, labels...)
+				}
+				if sw.SwapAvailableBytes != nil {
+					sample(ch, sw.Time, descContainerSwapLimit, prometheus.GaugeValue, float64(*sw.SwapAvailableBytes)+used, labels...)
+				}
 			}
 		}
 	}
@@ -560,10 +731,15 @@ func (s *Server) metricsResource(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.cfg.Logger.V(2).Info("resource metrics", "err", err)
 	}
+	serveCollector(w, r, resourceCollector{sum: sum, err: err})
+}
+
+// serveCollector serves c alone, from a registry of this request's own.
+func serveCollector(w http.ResponseWriter, r *http.Request, c prometheus.Collector) {
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(resourceCollector{sum: sum, err: err}); err != nil {
+	if err := reg.Register(c); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
 }

@@ -33,7 +33,7 @@ func serveFakeCRI(t *testing.T, dir string, fake *fakecri.Runtime, rs criapi.Run
 // startRun runs the command with o until the returned stop is called or
 // the test ends; stop fails the test if run returned an error or did not
 // return within 30s. It returns what run logged.
-func startRun(t *testing.T, ctx context.Context, o options) (*syncBuffer, func()) {
+func startRun(t testing.TB, ctx context.Context, o options) (*syncBuffer, func()) {
 	t.Helper()
 	errOut := &syncBuffer{}
 	runCtx, cancel := context.WithCancel(ctx)

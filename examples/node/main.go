@@ -42,7 +42,7 @@
 //	readOnlyPort               the kubelet's read-only server (0: none): plain
 //	                           HTTP without authentication on the node server's
 //	                           address, /healthz, /pods, /metrics, /metrics/probes,
-//	                           /stats/summary and /metrics/resource only (405 for /exec, /attach,
+//	                           /stats/summary, /metrics/resource and /metrics/cadvisor only (405 for /exec, /attach,
 //	                           /portForward, /run, /containerLogs, /runningpods/)
 //	tlsCertFile, tlsPrivateKeyFile  the server's certificate (with neither, a
 //	                           self-signed one for the node's names, made at start)
@@ -73,7 +73,9 @@
 //	                           unused images removed (85, 80, 2m), every 5m
 //	containerLogMaxSize, containerLogMaxFiles  a running container's log is
 //	                           rotated beyond the size, keeping that many files,
-//	                           the older gzipped (10Mi, 5), checked every 10s
+//	                           the older gzipped (10Mi, 5)
+//	containerLogMonitorInterval, containerLogMaxWorkers  how often the logs are
+//	                           checked (10s, at least 3s) and how many at once (1)
 //	shutdownGracePeriod, shutdownGracePeriodCriticalPods, shutdownGracePeriodByPodPriority
 //	                           graceful node shutdown on a stop signal (0, 0, none: off)
 //
@@ -202,7 +204,8 @@ type settings struct {
 	eviction                              *agent.EvictionConfig
 	imageGC                               *images.GCConfig
 	logMaxSize                            int64 // bytes
-	logMaxFiles                           int
+	logMaxFiles, logMaxWorkers            int
+	logMonitorInterval                    time.Duration
 	shutdown                              agent.ShutdownConfig
 }
 
@@ -326,7 +329,7 @@ func loadConfig(path string) (settings, error) {
 	if kc.ImageGCLowThresholdPercent != nil {
 		s.imageGC.LowThresholdPercent = int(*kc.ImageGCLowThresholdPercent)
 	}
-	if s.logMaxSize, s.logMaxFiles, err = logRotationOf(&kc, path); err != nil {
+	if s.logMaxSize, s.logMaxFiles, s.logMaxWorkers, s.logMonitorInterval, err = logRotationOf(&kc, path); err != nil {
 		return settings{}, err
 	}
 	serving, err := servingOf(&kc, path)
@@ -474,6 +477,7 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 		NodeName: name, NodeIPs: ipStrings,
 		Allocatable: allocatable, NodeTaints: s.taints, Eviction: s.eviction, ImageGC: s.imageGC, Shutdown: s.shutdown,
 		ContainerLogMaxSize: s.logMaxSize, ContainerLogMaxFiles: s.logMaxFiles,
+		ContainerLogMaxWorkers: s.logMaxWorkers, ContainerLogMonitorInterval: s.logMonitorInterval,
 		RuntimeService: rt, ImageService: rt,
 		CRI: cri.Config{PodLogsDir: s.podLogsDir, PodsDir: filepath.Join(o.rootDir, "pods"),
 			ClusterDNS: s.clusterDNS, ClusterDomain: s.clusterDomain, ResolvConf: s.resolvConf},
@@ -643,27 +647,45 @@ func newClusterParts(client kubernetes.Interface, name string, s settings, log l
 	return p, nil
 }
 
-// logRotationOf returns containerLogMaxSize in bytes and
-// containerLogMaxFiles, defaulted as the kubelet does (10Mi, 5).
-func logRotationOf(kc *kubeletv1beta1.KubeletConfiguration, path string) (size int64, files int, err error) {
+// logRotationOf returns containerLogMaxSize in bytes,
+// containerLogMaxFiles, containerLogMaxWorkers and
+// containerLogMonitorInterval, defaulted and checked as the kubelet does
+// (10Mi, 5, 1, 10s; at least 2 files, 1 worker and 3s).
+func logRotationOf(kc *kubeletv1beta1.KubeletConfiguration, path string) (size int64, files, workers int, interval time.Duration, err error) {
 	size, files = cri.DefaultContainerLogMaxSize, cri.DefaultContainerLogMaxFiles
+	workers, interval = cri.DefaultContainerLogMaxWorkers, cri.DefaultLogRotatePeriod
+	fail := func(format string, args ...any) (int64, int, int, time.Duration, error) {
+		return 0, 0, 0, 0, fmt.Errorf("--config %s: "+format, append([]any{path}, args...)...)
+	}
 	if kc.ContainerLogMaxSize != "" {
 		q, err := resource.ParseQuantity(kc.ContainerLogMaxSize)
 		if err != nil {
-			return 0, 0, fmt.Errorf("--config %s: containerLogMaxSize %q: %w", path, kc.ContainerLogMaxSize, err)
+			return fail("containerLogMaxSize %q: %w", kc.ContainerLogMaxSize, err)
 		}
 		if q.Sign() <= 0 {
-			return 0, 0, fmt.Errorf("--config %s: containerLogMaxSize %q must be positive", path, kc.ContainerLogMaxSize)
+			return fail("containerLogMaxSize %q must be positive", kc.ContainerLogMaxSize)
 		}
 		size = q.Value()
 	}
 	if kc.ContainerLogMaxFiles != nil {
 		if *kc.ContainerLogMaxFiles < 2 {
-			return 0, 0, fmt.Errorf("--config %s: containerLogMaxFiles %d must be at least 2", path, *kc.ContainerLogMaxFiles)
+			return fail("containerLogMaxFiles %d must be at least 2", *kc.ContainerLogMaxFiles)
 		}
 		files = int(*kc.ContainerLogMaxFiles)
 	}
-	return size, files, nil
+	if kc.ContainerLogMaxWorkers != nil {
+		if *kc.ContainerLogMaxWorkers < 1 {
+			return fail("containerLogMaxWorkers %d must be at least 1", *kc.ContainerLogMaxWorkers)
+		}
+		workers = int(*kc.ContainerLogMaxWorkers)
+	}
+	if kc.ContainerLogMonitorInterval != nil {
+		if d := kc.ContainerLogMonitorInterval.Duration; d < 3*time.Second {
+			return fail("containerLogMonitorInterval %v must be at least 3s", d)
+		}
+		interval = kc.ContainerLogMonitorInterval.Duration
+	}
+	return size, files, workers, interval, nil
 }
 
 // logStopped says what a stop left behind: the pods keep running in the

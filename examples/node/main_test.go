@@ -57,7 +57,7 @@ func (s *syncBuffer) String() string {
 
 // eventually polls cond every 100ms for at most d, failing with the last
 // state it described.
-func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+func eventually(t testing.TB, d time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
@@ -72,7 +72,7 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, s
 	}
 }
 
-func writeFile(t *testing.T, path, data string) {
+func writeFile(t testing.TB, path, data string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -91,7 +91,7 @@ func TestLoadConfig(t *testing.T) {
 		}
 		want := settings{fileCheck: 20 * time.Second, sync: time.Minute, statusUpdate: 10 * time.Second, report: 5 * time.Minute,
 			leaseDuration: 40 * time.Second, listen: "127.0.0.1:10250", port: 10250, podLogsDir: "/var/log/pods", maxPods: 110, resolvConf: "/etc/resolv.conf",
-			logMaxSize: 10 * 1024 * 1024, logMaxFiles: 5}
+			logMaxSize: 10 * 1024 * 1024, logMaxFiles: 5, logMaxWorkers: 1, logMonitorInterval: 10 * time.Second}
 		if s.eviction == nil || len(s.eviction.Thresholds) != 6 || s.eviction.Thresholds[5].String() != "allocatableMemory.available<100Mi" {
 			t.Errorf("eviction = %+v, want the kubelet's 5 default hard thresholds and allocatableMemory.available<100Mi", s.eviction)
 		}
@@ -132,6 +132,8 @@ imageGCLowThresholdPercent: 70
 imageMinimumGCAge: 5m
 containerLogMaxSize: 1Mi
 containerLogMaxFiles: 3
+containerLogMaxWorkers: 4
+containerLogMonitorInterval: 5s
 `)
 		s, err := loadConfig(path)
 		if err != nil {
@@ -143,8 +145,9 @@ containerLogMaxFiles: 3
 			len(s.taints) != 1 || s.taints[0].Key != "example.com/edge" {
 			t.Errorf("loadConfig = %+v", s)
 		}
-		if s.logMaxSize != 1<<20 || s.logMaxFiles != 3 {
-			t.Errorf("container logs: max size %d, max files %d; want 1Mi and 3", s.logMaxSize, s.logMaxFiles)
+		if s.logMaxSize != 1<<20 || s.logMaxFiles != 3 || s.logMaxWorkers != 4 || s.logMonitorInterval != 5*time.Second {
+			t.Errorf("container logs: max size %d, max files %d, workers %d, interval %v; want 1Mi, 3, 4, 5s",
+				s.logMaxSize, s.logMaxFiles, s.logMaxWorkers, s.logMonitorInterval)
 		}
 		if g := s.imageGC; g.HighThresholdPercent != 90 || g.LowThresholdPercent != 70 || g.MinAge != 5*time.Minute {
 			t.Errorf("imageGC = %+v", g)
@@ -173,19 +176,21 @@ containerLogMaxFiles: 3
 		}
 	})
 	for name, doc := range map[string]string{
-		"unknown field":             "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPod: 3\n",
-		"duplicate field":           "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 3\nmaxPods: 4\n",
-		"wrong kind":                "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n",
-		"no apiVersion":             "kind: KubeletConfiguration\n",
-		"bad quantity":              "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nsystemReserved: {cpu: lots}\n",
-		"bad port":                  "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: 70000\n",
-		"bad eviction":              "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard: {memory.free: 1Gi}\n",
-		"bad readOnlyPort":          "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: 65536\n",
-		"negative readOnlyPort":     "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: -1\n",
-		"readOnlyPort same as port": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: 10250\n",
-		"bad containerLogMaxSize":   "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxSize: big\n",
-		"zero containerLogMaxSize":  "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxSize: \"0\"\n",
-		"one containerLogMaxFiles":  "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxFiles: 1\n",
+		"unknown field":                     "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPod: 3\n",
+		"duplicate field":                   "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 3\nmaxPods: 4\n",
+		"wrong kind":                        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n",
+		"no apiVersion":                     "kind: KubeletConfiguration\n",
+		"bad quantity":                      "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nsystemReserved: {cpu: lots}\n",
+		"bad port":                          "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: 70000\n",
+		"bad eviction":                      "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard: {memory.free: 1Gi}\n",
+		"bad readOnlyPort":                  "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: 65536\n",
+		"negative readOnlyPort":             "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: -1\n",
+		"readOnlyPort same as port":         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: 10250\n",
+		"bad containerLogMaxSize":           "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxSize: big\n",
+		"zero containerLogMaxSize":          "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxSize: \"0\"\n",
+		"one containerLogMaxFiles":          "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxFiles: 1\n",
+		"zero containerLogMaxWorkers":       "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxWorkers: 0\n",
+		"short containerLogMonitorInterval": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMonitorInterval: 1s\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".yaml")
@@ -194,7 +199,7 @@ containerLogMaxFiles: 3
 			if err == nil || !strings.Contains(err.Error(), path) {
 				t.Errorf("loadConfig = %v, want an error naming the file", err)
 			}
-			for _, field := range []string{"readOnlyPort", "containerLogMaxSize", "containerLogMaxFiles"} {
+			for _, field := range []string{"readOnlyPort", "containerLogMaxSize", "containerLogMaxFiles", "containerLogMaxWorkers", "containerLogMonitorInterval"} {
 				if strings.Contains(name, field) && (err == nil || !strings.Contains(err.Error(), field)) {
 					t.Errorf("loadConfig = %v, want an error naming %s", err, field)
 				}
@@ -220,7 +225,7 @@ func TestSIGHUPIsAStopSignal(t *testing.T) {
 }
 
 // writeKubeconfig writes a kubeconfig for the node's credentials.
-func writeKubeconfig(t *testing.T, s *kubetest.Server, name, path string) {
+func writeKubeconfig(t testing.TB, s *kubetest.Server, name, path string) {
 	t.Helper()
 	rc := s.NodeConfig(t, name)
 	cfg := clientcmdapi.NewConfig()
@@ -233,7 +238,7 @@ func writeKubeconfig(t *testing.T, s *kubetest.Server, name, path string) {
 	}
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -86,7 +86,7 @@ resolvConf: ""
 	// without credentials, and refuses exec there although the node
 	// server (plain HTTP here, for static pods only) serves it.
 	readOnly := fmt.Sprintf("http://127.0.0.1:%d", readOnlyPort)
-	for path, want := range map[string]int{"/pods": 200, "/healthz": 200, "/metrics": 200, "/exec/default/web-edge-2/c?command=true": http.StatusMethodNotAllowed} {
+	for path, want := range map[string]int{"/pods": 200, "/healthz": 200, "/metrics": 200, "/metrics/cadvisor": 200, "/exec/default/web-edge-2/c?command=true": http.StatusMethodNotAllowed} {
 		resp, err := http.Get(readOnly + path)
 		if err != nil {
 			t.Fatalf("read-only %s: %v", path, err)

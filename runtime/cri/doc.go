@@ -158,14 +158,20 @@
 // is left in place and logged.
 //
 // LogRotator rotates the logs of running containers as the kubelet's
-// container log manager does: every 10 s it lists the running containers
-// of a CRI RuntimeService, and a log that reached MaxSize (10Mi) is
+// container log manager does: every Period (10 s, the kubelet's
+// containerLogMonitorInterval) it lists the running containers of a CRI
+// RuntimeService into a queue that holds each container once, and
+// MaxWorkers goroutines (1, containerLogMaxWorkers) take them from it, so
+// a slow rotation holds up neither the next listing nor, with more than
+// one worker, the other containers, and no container is rotated by two
+// workers at once. A log that reached MaxSize (10Mi) is
 // renamed to "<log>.<YYYYMMDD-hhmmss>" of the clock and the runtime asked
 // to ReopenContainerLog; if it cannot, the rename is undone. Before that
 // the older rotated files are gzipped (the newest rotated file is the only
 // plain one) and the oldest removed, so at most MaxFiles (5) files remain,
-// the live one included. A log that is missing is reopened. Containers are
-// handled one after the other, where the kubelet has a pool of workers.
+// the live one included. A log that is missing is reopened. Lines that the
+// runtime writes while the log is renamed go to the rotated file until it
+// reopens the log, none lost (TestLogRotatorUnderAFastWriter).
 //
 // # Spec hashes and adoption
 //

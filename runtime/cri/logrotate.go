@@ -14,17 +14,21 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/sync/errgroup"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
-// Defaults of LogRotatorConfig, the kubelet's.
+// Defaults of LogRotatorConfig, the kubelet's (containerLogMaxSize,
+// containerLogMaxFiles, containerLogMonitorInterval,
+// containerLogMaxWorkers).
 const (
-	DefaultContainerLogMaxSize  = 10 * 1024 * 1024 // 10Mi
-	DefaultContainerLogMaxFiles = 5
-	DefaultLogRotatePeriod      = 10 * time.Second
+	DefaultContainerLogMaxSize    = 10 * 1024 * 1024 // 10Mi
+	DefaultContainerLogMaxFiles   = 5
+	DefaultLogRotatePeriod        = 10 * time.Second
+	DefaultContainerLogMaxWorkers = 1
 )
 
 // rotatedSuffixFormat is the time layout of the suffix a rotated log gets
@@ -66,9 +70,14 @@ type LogRotatorConfig struct {
 	// one included; 0 means DefaultContainerLogMaxFiles (5). It must be
 	// at least 2.
 	MaxFiles int
-	// Period is how often logs are checked; 0 means
+	// Period is how often the running containers are listed and queued
+	// for a check (the kubelet's containerLogMonitorInterval); 0 means
 	// DefaultLogRotatePeriod (10 s).
 	Period time.Duration
+	// MaxWorkers is how many containers' logs are checked and rotated at
+	// once (the kubelet's containerLogMaxWorkers); 0 means
+	// DefaultContainerLogMaxWorkers (1). Negative is an error.
+	MaxWorkers int
 	// Clock times the checks and names rotated files; nil means the
 	// real clock.
 	Clock clock.WithTicker
@@ -82,21 +91,31 @@ type LogRotatorConfig struct {
 // renamed to "<log>.<YYYYMMDD-hhmmss>" and the runtime asked to reopen
 // it; rotated files but the newest are gzipped, and the oldest removed so
 // that at most MaxFiles remain: the newest rotated file stays plain
-// text. Its methods are safe for concurrent use,
-// though rotations are meant to be run by Run alone.
+// text.
+//
+// Run works as the kubelet's manager does: every Period it lists the
+// running containers into a queue that holds each container once, and
+// MaxWorkers workers take containers from it, so that a slow rotation
+// (a big log to compress) holds up neither the next listing nor the other
+// containers, and a container is never rotated by two workers at once.
+// Its methods are safe for concurrent use; a container that one call is
+// rotating is skipped by another.
 //
 // A container's log path never changes, so it is asked of the runtime
 // (ContainerStatus) once per container and remembered while the
 // container is listed as running; the runtime is asked again only when a
 // log has grown past MaxSize, to check that its container still runs
 // before the rotation. A check of unchanged containers thus costs one
-// ListContainers call and a stat per log.
+// list call and a stat per log.
 type LogRotator struct {
 	cfg LogRotatorConfig
 	log logr.Logger
 
+	// mu guards busy, the containers being checked or rotated, and
+	// paths, the log paths of running containers ("" if one has none).
 	mu    sync.Mutex
-	paths map[string]string // container ID → log path ("" if it has none)
+	busy  map[string]bool
+	paths map[string]string
 }
 
 // NewLogRotator checks and defaults cfg. It starts nothing and does no
@@ -117,6 +136,12 @@ func NewLogRotator(cfg LogRotatorConfig) (*LogRotator, error) {
 	case cfg.MaxFiles < 2:
 		return nil, fmt.Errorf("cri: LogRotatorConfig.MaxFiles is %d, must be at least 2", cfg.MaxFiles)
 	}
+	switch {
+	case cfg.MaxWorkers == 0:
+		cfg.MaxWorkers = DefaultContainerLogMaxWorkers
+	case cfg.MaxWorkers < 0:
+		return nil, fmt.Errorf("cri: LogRotatorConfig.MaxWorkers is %d, must be at least 1", cfg.MaxWorkers)
+	}
 	if cfg.Period == 0 {
 		cfg.Period = DefaultLogRotatePeriod
 	} else if cfg.Period < 0 {
@@ -129,12 +154,28 @@ func NewLogRotator(cfg LogRotatorConfig) (*LogRotator, error) {
 	if log.GetSink() == nil {
 		log = logr.Discard()
 	}
-	return &LogRotator{cfg: cfg, log: log, paths: map[string]string{}}, nil
+	return &LogRotator{cfg: cfg, log: log, busy: map[string]bool{}, paths: map[string]string{}}, nil
 }
 
-// Run checks the logs of running containers every Period until ctx ends,
-// then returns nil. Failures are logged and retried at the next check.
+// Run lists the running containers every Period into a queue, and
+// checks and rotates their logs on MaxWorkers goroutines, until ctx ends;
+// then it returns nil once its goroutines have. Failures are logged and
+// retried at the next listing.
 func (r *LogRotator) Run(ctx context.Context) error {
+	q := newIDQueue()
+	var wg sync.WaitGroup
+	for range r.cfg.MaxWorkers {
+		wg.Go(func() {
+			for {
+				id, ok := q.get(ctx)
+				if !ok {
+					return
+				}
+				r.check(ctx, id)
+			}
+		})
+	}
+	defer wg.Wait()
 	t := r.cfg.Clock.NewTicker(r.cfg.Period)
 	defer t.Stop()
 	for {
@@ -142,31 +183,77 @@ func (r *LogRotator) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C():
-			if err := r.RotateLogs(ctx); err != nil && ctx.Err() == nil {
-				r.log.Error(err, "rotating container logs")
+			ids, err := r.running(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					r.log.Error(err, "rotating container logs")
+				}
+				continue
+			}
+			for _, id := range ids {
+				q.add(id)
 			}
 		}
 	}
 }
 
 // RotateLogs makes one pass over the running containers, rotating the
-// logs that grew beyond MaxSize. It blocks for the pass. It returns an
-// error only when the containers cannot be listed; the failure of one
-// container is logged and the others are still handled.
+// logs that grew beyond MaxSize, MaxWorkers at a time. It blocks for the
+// pass. It returns an error only when the containers cannot be listed;
+// the failure of one container is logged and the others are still
+// handled.
 func (r *LogRotator) RotateLogs(ctx context.Context) error {
-	ids, err := r.runningContainers(ctx)
+	ids, err := r.running(ctx)
 	if err != nil {
-		return fmt.Errorf("cri: log rotation: listing containers: %w", err)
+		return err
+	}
+	var g errgroup.Group
+	g.SetLimit(r.cfg.MaxWorkers)
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			r.check(ctx, id)
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// running lists the IDs of the running containers: in brief (only IDs
+// and states decoded) when the runtime is a criclient.BriefLister, as
+// *criclient.Client is. The log paths of containers no longer running
+// are forgotten.
+func (r *LogRotator) running(ctx context.Context) ([]string, error) {
+	filter := &runtimeapi.ContainerFilter{
+		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+	}
+	var ids []string
+	if bl, ok := r.cfg.Runtime.(criclient.BriefLister); ok {
+		cs, err := bl.ListContainersBrief(ctx, filter, criclient.ListKeys{})
+		if err != nil {
+			return nil, fmt.Errorf("cri: log rotation: listing containers: %w", err)
+		}
+		for _, c := range cs {
+			if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING { // a runtime may ignore the filter
+				ids = append(ids, c.ID)
+			}
+		}
+	} else {
+		cs, err := r.cfg.Runtime.ListContainers(ctx, filter)
+		if err != nil {
+			return nil, fmt.Errorf("cri: log rotation: listing containers: %w", err)
+		}
+		for _, c := range cs {
+			if c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
+				ids = append(ids, c.GetId())
+			}
+		}
 	}
 	running := make(map[string]bool, len(ids))
 	for _, id := range ids {
-		if ctx.Err() != nil {
-			return nil
-		}
 		running[id] = true
-		if err := r.rotateContainer(ctx, id); err != nil {
-			r.log.Error(err, "rotating container log", "containerID", id)
-		}
 	}
 	r.mu.Lock()
 	for id := range r.paths {
@@ -175,73 +262,121 @@ func (r *LogRotator) RotateLogs(ctx context.Context) error {
 		}
 	}
 	r.mu.Unlock()
-	return nil
-}
-
-// runningContainers lists the IDs of the running containers: in brief
-// (only IDs and states decoded) when the runtime is a
-// criclient.BriefLister, as *criclient.Client is.
-func (r *LogRotator) runningContainers(ctx context.Context) ([]string, error) {
-	filter := &runtimeapi.ContainerFilter{
-		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
-	}
-	var ids []string
-	if bl, ok := r.cfg.Runtime.(criclient.BriefLister); ok {
-		cs, err := bl.ListContainersBrief(ctx, filter, criclient.ListKeys{})
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range cs {
-			if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING { // a runtime may ignore the filter
-				ids = append(ids, c.ID)
-			}
-		}
-		return ids, nil
-	}
-	cs, err := r.cfg.Runtime.ListContainers(ctx, filter)
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range cs {
-		if c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
-			ids = append(ids, c.GetId())
-		}
-	}
 	return ids, nil
 }
 
+// check rotates one container's log if it is too big, unless another
+// call is at it; a failure is logged.
+func (r *LogRotator) check(ctx context.Context, id string) {
+	r.mu.Lock()
+	if r.busy[id] {
+		r.mu.Unlock()
+		return
+	}
+	r.busy[id] = true
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.busy, id)
+		r.mu.Unlock()
+	}()
+	if err := r.rotateContainer(ctx, id); err != nil && ctx.Err() == nil {
+		r.log.Error(err, "rotating container log", "containerID", id)
+	}
+}
+
+// idQueue is a FIFO of container IDs that holds each ID once: one added
+// again while it waits keeps its place. Its length is bounded by the
+// number of distinct containers. Safe for concurrent use.
+type idQueue struct {
+	// wake has a token when an ID may be waiting.
+	wake chan struct{}
+	// mu guards ids and queued.
+	mu     sync.Mutex
+	ids    []string
+	queued map[string]bool
+}
+
+func newIDQueue() *idQueue {
+	return &idQueue{wake: make(chan struct{}, 1), queued: map[string]bool{}}
+}
+
+// add queues id unless it is waiting already. It does not block.
+func (q *idQueue) add(id string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.queued[id] {
+		return
+	}
+	q.queued[id] = true
+	q.ids = append(q.ids, id)
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// get takes the oldest ID, blocking until there is one; false when ctx
+// ends first.
+func (q *idQueue) get(ctx context.Context) (string, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.ids) > 0 {
+			id := q.ids[0]
+			q.ids[0] = ""
+			q.ids = q.ids[1:]
+			delete(q.queued, id)
+			if len(q.ids) > 0 { // pass the token on to another worker
+				select {
+				case q.wake <- struct{}{}:
+				default:
+				}
+			}
+			q.mu.Unlock()
+			return id, true
+		}
+		q.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return "", false
+		case <-q.wake:
+		}
+	}
+}
+
 // logPath returns the log path of a running container: remembered, or
-// asked of the runtime. ok is false when the container no longer runs.
-func (r *LogRotator) logPath(ctx context.Context, id string, ask bool) (path string, ok bool, err error) {
+// (ask, or not known) asked of the runtime, which fresh reports. ok is
+// false when the container no longer runs.
+func (r *LogRotator) logPath(ctx context.Context, id string, ask bool) (path string, ok, fresh bool, err error) {
 	if !ask {
 		r.mu.Lock()
 		path, known := r.paths[id]
 		r.mu.Unlock()
 		if known {
-			return path, true, nil
+			return path, true, false, nil
 		}
 	}
 	resp, err := r.cfg.Runtime.ContainerStatus(ctx, id, false)
 	if err != nil {
-		return "", false, fmt.Errorf("cri: log rotation: container status: %w", err)
+		return "", false, true, fmt.Errorf("cri: log rotation: container status: %w", err)
 	}
 	st := resp.GetStatus()
 	if st.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		r.mu.Lock()
 		delete(r.paths, id)
 		r.mu.Unlock()
-		return "", false, nil // stopped since the list
+		return "", false, true, nil // stopped since the list
 	}
 	path = st.GetLogPath()
 	r.mu.Lock()
 	r.paths[id] = path
 	r.mu.Unlock()
-	return path, true, nil
+	return path, true, true, nil
 }
 
 // rotateContainer rotates one container's log when it is too big.
 func (r *LogRotator) rotateContainer(ctx context.Context, id string) error {
-	path, ok, err := r.logPath(ctx, id, false)
+	path, ok, fresh, err := r.logPath(ctx, id, false)
 	if err != nil || !ok || path == "" {
 		return err
 	}
@@ -261,9 +396,12 @@ func (r *LogRotator) rotateContainer(ctx context.Context, id string) error {
 		return nil
 	}
 	// About to rotate: the container must still run (a stopped one's
-	// log is left whole, and its runtime could not reopen it).
-	if _, ok, err := r.logPath(ctx, id, true); err != nil || !ok {
-		return err
+	// log is left whole, and its runtime could not reopen it). A path
+	// remembered from an earlier check is checked again.
+	if !fresh {
+		if _, ok, _, err := r.logPath(ctx, id, true); err != nil || !ok {
+			return err
+		}
 	}
 	if err := r.prune(path); err != nil {
 		return err

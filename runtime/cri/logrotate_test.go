@@ -4,7 +4,9 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -405,5 +407,289 @@ func TestLogRotatorListsInBriefWhenTheRuntimeCan(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"0.log", "0.log." + rotateStart.Format("20060102-150405")}, listDir(t, dir)); diff != "" {
 		t.Errorf("files (-want +got):\n%s", diff)
+	}
+}
+
+// gatedRuntime is a logRuntime whose ContainerStatus of the containers in
+// gated waits for a token on release, and which counts the checks in
+// flight; ListContainers lists in ID order.
+type gatedRuntime struct {
+	*logRuntime
+	gated   map[string]bool
+	release chan struct{}
+
+	mu       sync.Mutex
+	inside   int
+	maxSeen  int
+	statuses map[string]int
+}
+
+func newGatedRuntime(gated ...string) *gatedRuntime {
+	g := &gatedRuntime{logRuntime: newLogRuntime(), gated: map[string]bool{}, release: make(chan struct{}), statuses: map[string]int{}}
+	for _, id := range gated {
+		g.gated[id] = true
+	}
+	return g
+}
+
+func (g *gatedRuntime) ListContainers(ctx context.Context, f *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	out, err := g.logRuntime.ListContainers(ctx, f)
+	sort.Slice(out, func(i, j int) bool { return out[i].GetId() < out[j].GetId() })
+	return out, err
+}
+
+func (g *gatedRuntime) ContainerStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.ContainerStatusResponse, error) {
+	g.mu.Lock()
+	g.inside++
+	g.maxSeen = max(g.maxSeen, g.inside)
+	g.statuses[id]++
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.inside--
+		g.mu.Unlock()
+	}()
+	if g.gated[id] {
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return g.logRuntime.ContainerStatus(ctx, id, verbose)
+}
+
+func (g *gatedRuntime) state() (inside, maxSeen int, statuses map[string]int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.inside, g.maxSeen, maps.Clone(g.statuses)
+}
+
+// waitFor polls cond (bounded in time) and fails with what it last saw.
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, seen := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after 10s; saw %s", what, seen)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A pass checks MaxWorkers containers at once, no more: with 5 containers
+// whose checks block and 2 workers, exactly 2 are in flight.
+func TestLogRotatorBoundsItsWorkers(t *testing.T) {
+	dir := t.TempDir()
+	ids := []string{"c1", "c2", "c3", "c4", "c5"}
+	rt := newGatedRuntime(ids...)
+	for _, id := range ids {
+		rt.add(id, filepath.Join(dir, id+".log"), runtimeapi.ContainerState_CONTAINER_RUNNING)
+		writeFile(t, filepath.Join(dir, id+".log"), "big enough")
+	}
+	r, err := cri.NewLogRotator(cri.LogRotatorConfig{Runtime: rt, MaxSize: 1, MaxWorkers: 2, Clock: clocktesting.NewFakeClock(rotateStart)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.RotateLogs(context.Background()) }()
+	// Each token ends one check; before each, as many checks as there
+	// are workers (or containers left) are in flight.
+	for i := range ids {
+		want := min(2, len(ids)-i)
+		waitFor(t, fmt.Sprintf("%d checks in flight", want), func() (bool, string) {
+			inside, maxSeen, _ := rt.state()
+			return inside >= want, fmt.Sprintf("%d in flight, at most %d", inside, maxSeen)
+		})
+		rt.release <- struct{}{}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, maxSeen, _ := rt.state(); maxSeen != 2 {
+		t.Errorf("at most %d checks in flight, want MaxWorkers, 2", maxSeen)
+	}
+	if got := len(rt.reopens); got != len(ids) {
+		t.Errorf("%d logs rotated, want %d", got, len(ids))
+	}
+}
+
+// Run queues the running containers every Period: a container whose
+// check is slow holds up neither the next listing nor the others, and is
+// not checked twice at once.
+func TestLogRotatorRunSlowContainerHoldsNoOther(t *testing.T) {
+	dir := t.TempDir()
+	rt := newGatedRuntime("a-slow")
+	slow, fast := filepath.Join(dir, "slow.log"), filepath.Join(dir, "fast.log")
+	rt.add("a-slow", slow, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	rt.add("b-fast", fast, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	writeFile(t, slow, "big enough")
+	writeFile(t, fast, "big enough")
+	clk := clocktesting.NewFakeClock(rotateStart)
+	r, err := cri.NewLogRotator(cri.LogRotatorConfig{Runtime: rt, MaxSize: 1, MaxWorkers: 2, Period: 3 * time.Second, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	rotatedFast := func(n int) func() (bool, string) {
+		return func() (bool, string) {
+			files, _ := filepath.Glob(fast + ".*")
+			return len(files) == n, fmt.Sprint(files)
+		}
+	}
+	waitFor(t, "Run waiting on its clock", func() (bool, string) { return clk.HasWaiters(), "no waiter" })
+	clk.Step(3 * time.Second)
+	waitFor(t, "the fast log rotated once", rotatedFast(1))
+	writeFile(t, fast, "big again")
+	clk.Step(3 * time.Second)
+	waitFor(t, "the fast log rotated again while the slow one is held", rotatedFast(2))
+	if _, _, st := rt.state(); st["a-slow"] != 1 {
+		t.Errorf("the slow container was checked %d times while its first check ran, want once", st["a-slow"])
+	}
+	rt.release <- struct{}{}
+	waitFor(t, "the slow log rotated", func() (bool, string) {
+		files, _ := filepath.Glob(slow + ".*")
+		return len(files) == 1, fmt.Sprint(files)
+	})
+}
+
+// reopeningWriter is a container that writes numbered lines to its log
+// through an open file, which ReopenContainerLog replaces, as a CRI
+// runtime's does: lines written between the rename and the reopen land in
+// the rotated file.
+type reopeningWriter struct {
+	*logRuntime
+	path string
+
+	mu sync.Mutex
+	f  *os.File
+	n  int // lines written
+}
+
+func (w *reopeningWriter) ReopenContainerLog(_ context.Context, _ string) error {
+	f, err := os.OpenFile(w.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	old := w.f
+	w.f = f
+	return old.Close()
+}
+
+// burst writes the next 100 lines as fast as it can.
+func (w *reopeningWriter) burst() error {
+	for range 100 {
+		w.mu.Lock()
+		_, err := fmt.Fprintf(w.f, "line %d\n", w.n)
+		w.n++
+		w.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Under a container that writes while its log is rotated, every line is
+// kept, once and in order, across the live log and the rotated files,
+// plain and gzipped.
+func TestLogRotatorUnderAFastWriter(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "0.log")
+	f, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &reopeningWriter{logRuntime: newLogRuntime(), path: log, f: f}
+	defer func() { _ = rt.f.Close() }()
+	rt.add("c1", log, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	clk := clocktesting.NewFakeClock(rotateStart)
+	const maxSize = 4 << 10
+	r, err := cri.NewLogRotator(cri.LogRotatorConfig{Runtime: rt, MaxSize: maxSize, MaxFiles: 1000, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const passes = 30
+	for i := range passes {
+		for bursts := 0; ; bursts++ { // the log past MaxSize
+			info, err := os.Stat(log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Size() >= maxSize {
+				break
+			}
+			if bursts > 100 {
+				t.Fatalf("pass %d: the log is %d bytes after %d bursts", i, info.Size(), bursts)
+			}
+			if err := rt.burst(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Step(time.Second) // a name of its own for each rotated file
+		// The container writes while the pass rotates its log.
+		wrote := make(chan error, 1)
+		go func() {
+			var err error
+			for range 3 {
+				err = errors.Join(err, rt.burst())
+			}
+			wrote <- err
+		}()
+		if err := r.RotateLogs(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-wrote; err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	files, _ := filepath.Glob(log + ".*")
+	if len(files) != passes {
+		t.Fatalf("%d rotated files, want one a pass, %d: %v", len(files), passes, files)
+	}
+	sort.Slice(files, func(i, j int) bool {
+		return strings.TrimSuffix(files[i], ".gz") < strings.TrimSuffix(files[j], ".gz")
+	})
+	var all strings.Builder
+	for _, name := range files {
+		if strings.HasSuffix(name, ".gz") {
+			all.WriteString(readGzip(t, name))
+		} else {
+			b, _ := os.ReadFile(name)
+			all.Write(b)
+		}
+	}
+	b, _ := os.ReadFile(log)
+	all.Write(b)
+	lines := strings.Split(strings.TrimSuffix(all.String(), "\n"), "\n")
+	if len(lines) != rt.n {
+		t.Fatalf("%d lines kept, %d written", len(lines), rt.n)
+	}
+	for i, l := range lines {
+		if want := fmt.Sprintf("line %d", i); l != want {
+			t.Fatalf("line %d is %q, want %q", i, l, want)
+		}
+	}
+}
+
+func TestNewLogRotatorRejectsNegativeWorkers(t *testing.T) {
+	_, err := cri.NewLogRotator(cri.LogRotatorConfig{Runtime: newLogRuntime(), MaxWorkers: -1})
+	if err == nil || !strings.Contains(err.Error(), "MaxWorkers") {
+		t.Errorf("error %v, want one naming MaxWorkers", err)
 	}
 }
