@@ -226,13 +226,29 @@ func (r *Runtime) StartContainer(_ context.Context, id string) error {
 			r.exitLocked(c, b.ExitCode, b.ExitReason)
 		} else {
 			exitAt := now.Add(b.ExitAfter)
-			c.timer = r.clock.AfterFunc(b.ExitAfter, func() {
-				r.mu.Lock()
+			exit := func() {
 				defer r.mu.Unlock()
 				r.firing = exitAt
 				defer func() { r.firing = time.Time{} }()
 				c.timer = nil // it has fired; stopping it would take the clock's lock
 				r.exitLocked(c, b.ExitCode, b.ExitReason)
+			}
+			c.timer = r.clock.AfterFunc(b.ExitAfter, func() {
+				// A fake clock runs this holding its own lock, and a call
+				// holding r.mu may be waiting for that lock (to read the
+				// time, or to set a timer): waiting for r.mu here would
+				// deadlock. The container then exits as soon as r.mu is
+				// free, at its exit time all the same.
+				if r.mu.TryLock() {
+					exit()
+					return
+				}
+				r.pending.Add(1)
+				go func() {
+					defer r.pending.Done()
+					r.mu.Lock()
+					exit()
+				}()
 			})
 		}
 	}

@@ -47,6 +47,9 @@ type Runtime struct {
 	events   *broadcaster
 	network  Network // nil: IPs from podCIDR
 	netnsDir string
+	// pending counts timer callbacks that found mu taken and wait for
+	// it on a goroutine of their own; Close waits for them.
+	pending sync.WaitGroup
 
 	// mu guards everything below.
 	mu         sync.Mutex
@@ -243,10 +246,12 @@ func (r *Runtime) UpdateRuntimeConfig(_ context.Context, cfg *runtimeapi.Runtime
 	return nil
 }
 
-// Close ends every GetContainerEvents stream. The runtime keeps its state
-// and stays usable.
+// Close ends every GetContainerEvents stream, and waits for the timer
+// callbacks under way (scripted exits). The runtime keeps its state and
+// stays usable.
 func (r *Runtime) Close(_ context.Context) error {
 	r.events.closeAll()
+	r.pending.Wait()
 	return nil
 }
 

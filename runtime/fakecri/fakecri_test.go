@@ -2,6 +2,7 @@ package fakecri_test
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"net/netip"
 	"os"
@@ -579,6 +580,60 @@ func TestConfigValidation(t *testing.T) {
 	} {
 		if _, err := fakecri.New(cfg); err == nil {
 			t.Errorf("New(%+v) succeeded, want an error", cfg)
+		}
+	}
+}
+
+// A scripted exit fires inside the fake clock's Step, which holds the
+// clock's lock, while other calls hold the runtime's lock and read the
+// clock: neither waits for the other for ever.
+func TestScriptedExitsAndCallsDuringSteps(t *testing.T) {
+	e := newEnv(t, fakecri.Config{})
+	sb, sbCfg := e.sandbox("p", false)
+	const n = 200
+	for i := 0; i < n; i++ {
+		e.start(sb, sbCfg, fmt.Sprint("c", i), fakecri.EnvExitAfter, fmt.Sprintf("%dms", i+1))
+	}
+	stop := make(chan struct{})
+	callers := make(chan struct{})
+	go func() {
+		defer close(callers)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := e.rt.PodSandboxStatus(e.ctx, sb, false); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	stepped := make(chan struct{})
+	go func() {
+		defer close(stepped)
+		for i := 0; i < n; i++ {
+			e.clock.Step(time.Millisecond)
+		}
+	}()
+	select {
+	case <-stepped:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the clock's steps and the runtime's calls deadlocked")
+	}
+	close(stop)
+	<-callers
+	if err := e.rt.Close(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := e.rt.ListContainers(e.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if c.GetState() != runtimeapi.ContainerState_CONTAINER_EXITED {
+			t.Fatalf("container %s is %v after its exit time, want exited", c.GetMetadata().GetName(), c.GetState())
 		}
 	}
 }
