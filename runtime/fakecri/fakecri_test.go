@@ -2,8 +2,8 @@ package fakecri_test
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
