@@ -8,7 +8,9 @@
 #   e2e-test-images/busybox      busybox, every applet also under /bin
 #   e2e-test-images/agnhost      busybox + static agnhost at /agnhost (its
 #                                entrypoint), bash and curl with their
-#                                libraries, /uploads, the image's user 1000
+#                                libraries, /uploads, the image's user 1000,
+#                                and agnhost's /localhost.crt and
+#                                /localhost.key (netexec --tls-cert-file)
 #   e2e-test-images/nginx        busybox httpd on :80 serving /usr/share/nginx/html
 #   e2e-test-images/nonroot      busybox with USER 1234
 #   e2e-test-images/nonewprivs   busybox + the setuid nnp program
@@ -26,6 +28,10 @@ out=$cache/images
 mkdir -p "$out"
 
 busybox=$(command -v busybox) || { echo "conformance: busybox (Debian's busybox-static) is missing; run hack/e2e/install.sh" >&2; exit 1; }
+# The agnhost image's TLS key pair (the one its Dockerfile adds), from the
+# k8s.io/kubernetes module this directory's go.mod requires.
+porter=$(cd "$here" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost/porter
+[ -f "$porter/localhost.crt" ] && [ -f "$porter/localhost.key" ] || { echo "conformance: $porter has no localhost.crt and localhost.key" >&2; exit 1; }
 e2e=registry.k8s.io/e2e-test-images
 
 # The inputs every archive depends on; a newer one rebuilds them all.
@@ -80,6 +86,8 @@ mk -name "$e2e/busybox:1.37.0-2" "${bb[@]}" -cmd sh -out "$out/busybox.tar"
 agnhost_extra=($(withlibs "$(command -v bash)" "$(command -v curl)"))
 for tag in 2.66.1 2.55; do
 	mk -name "$e2e/agnhost:$tag" "${bb[@]}" -file "$cache/bin/agnhost=/agnhost" "${agnhost_extra[@]}" \
+		-file "$porter/localhost.crt=/localhost.crt" -file "$porter/localhost.key=/localhost.key" \
+		-mode /localhost.crt=644 -mode /localhost.key=644 \
 		-dir /uploads -mode /uploads=777 \
 		-passwd "user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh" \
 		-group "user-defined-in-image:x:1000:" -group "group-defined-in-image:x:50000:user-defined-in-image" \
