@@ -92,6 +92,16 @@
 // terminated its liveness and startup probes stop before the kill, and its
 // readiness probes run until its containers are gone, as in the kubelet.
 //
+// Active deadlines, as the kubelet's handler: a pod that has run on the
+// node (from its status's start time) for its activeDeadlineSeconds or
+// longer is recorded Failed with reason DeadlineExceeded and the message
+// "Pod was active on the node longer than the specified deadline", gets
+// a DeadlineExceeded event, and is killed by its worker within its grace
+// period. The check runs on every sync of the pod, so an update that
+// lowers the deadline of a running pod fails it at once, and each second
+// the sync loop looks for pods that have just passed theirs (only the
+// pods that have a deadline are looked at).
+//
 // Admission: each pod a source adds is admitted first, as the kubelet's
 // HandlePodAdditions does, in order of creation and against the pods
 // admitted before it that still hold resources: the admission package's
