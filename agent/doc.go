@@ -85,10 +85,14 @@
 //
 // Probes: the agent runs a probes.Manager for the pods it syncs.
 // Readiness and startup results update the container's ready and started
-// fields and the pod's Ready conditions at once (status.Manager); a
-// liveness or startup failure syncs the pod, and the runtime restarts the
-// container (ComputePodActions reads the results), within the probe's own
-// terminationGracePeriodSeconds when it sets one. When a pod is being
+// fields and the pod's Ready conditions at once (status.Manager), and
+// sync the pod, as in the kubelet; a liveness or startup failure makes
+// the runtime restart the container (ComputePodActions reads the
+// results), within the probe's own terminationGracePeriodSeconds when it
+// sets one. Each sync has the readiness probes of started containers
+// that are not ready run at once (probes.Manager.Trigger), as the
+// kubelet's status update does, so a container is ready as soon as it
+// has started or its startup probe succeeded. When a pod is being
 // terminated its liveness and startup probes stop before the kill, and its
 // readiness probes run until its containers are gone, as in the kubelet.
 //

@@ -173,6 +173,7 @@ func (a *Agent) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v1.Po
 	if s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed {
 		return true, nil
 	}
+	a.triggerReadiness(pod.UID, &s)
 	// As the kubelet: the containers are created once every volume they
 	// mount is set up; until then the pod stays Pending, its containers
 	// ContainerCreating, and the worker retries with its back-off.
@@ -202,6 +203,22 @@ func (a *Agent) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v1.Po
 		a.generate(pod, rs)
 	}
 	return false, res.Error()
+}
+
+// triggerReadiness has the readiness probes of the pod's started
+// containers that are not ready run at once, as the kubelet's status
+// update does on every sync: a container is found ready as soon as it
+// has started (or its startup probe succeeded, which syncs the pod), not
+// up to a readiness period later.
+func (a *Agent) triggerReadiness(uid types.UID, s *v1.PodStatus) {
+	for _, list := range [][]v1.ContainerStatus{s.ContainerStatuses, s.InitContainerStatuses} {
+		for i := range list {
+			c := &list[i]
+			if c.State.Running != nil && c.Started != nil && *c.Started && !c.Ready {
+				a.probes.Trigger(uid, c.Name, probes.Readiness)
+			}
+		}
+	}
 }
 
 // SyncTerminatingPod implements podworkers.SyncHandler, as the kubelet
