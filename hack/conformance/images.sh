@@ -7,7 +7,8 @@
 #   pause:3.10.2                 the static pause program of hack/e2e
 #   e2e-test-images/busybox      busybox, every applet also under /bin
 #   e2e-test-images/agnhost      busybox + static agnhost at /agnhost (its
-#                                entrypoint), bash and curl with their
+#                                entrypoint), bash (also at /bin/bash, where
+#                                the specs run it) and curl with their
 #                                libraries, /uploads, the image's user 1000,
 #                                and agnhost's /localhost.crt and
 #                                /localhost.key (netexec --tls-cert-file)
@@ -17,7 +18,8 @@
 #   e2e-test-images/glibc-dns-testing  busybox + the host's dash, hostname and glibc
 #
 # CACHE/images/list holds "NAME FILE" per image. Archives newer than their
-# inputs are kept.
+# inputs, and made by scripts of the same content (CACHE/images/stamp), are
+# kept.
 #
 # usage: images.sh CACHE   (CACHE/bin/agnhost and CACHE/bin/nnp must exist)
 set -euo pipefail
@@ -36,6 +38,10 @@ e2e=registry.k8s.io/e2e-test-images
 
 # The inputs every archive depends on; a newer one rebuilds them all.
 inputs=("$here/images.sh" "$repo/hack/mkimage/main.go" "$repo/hack/e2e/pause.c" "$cache/bin/agnhost" "$cache/bin/nnp" "$busybox")
+# What the images are made of, by content: the archives of a checkout whose
+# scripts differ (another branch sharing the cache) are rebuilt, whatever
+# the files' times.
+stamp=$(cat "$here/images.sh" "$repo/hack/mkimage/main.go" "$repo/hack/e2e/pause.c" | sha256sum | cut -d' ' -f1)
 names=(
 	"registry.k8s.io/pause:3.10.2 pause.tar"
 	"$e2e/busybox:1.37.0-2 busybox.tar"
@@ -48,6 +54,7 @@ names=(
 	"$e2e/glibc-dns-testing:2.1.1 glibc-dns-testing.tar"
 )
 uptodate=1
+[ "$(cat "$out/stamp" 2>/dev/null)" = "$stamp" ] || uptodate=
 for n in "${names[@]}"; do
 	f=$out/${n#* }
 	[ -f "$f" ] || { uptodate=; break; }
@@ -86,6 +93,7 @@ mk -name "$e2e/busybox:1.37.0-2" "${bb[@]}" -cmd sh -out "$out/busybox.tar"
 agnhost_extra=($(withlibs "$(command -v bash)" "$(command -v curl)"))
 for tag in 2.66.1 2.55; do
 	mk -name "$e2e/agnhost:$tag" "${bb[@]}" -file "$cache/bin/agnhost=/agnhost" "${agnhost_extra[@]}" \
+		-file "$(command -v bash)=/bin/bash" \
 		-file "$porter/localhost.crt=/localhost.crt" -file "$porter/localhost.key=/localhost.key" \
 		-mode /localhost.crt=644 -mode /localhost.key=644 \
 		-dir /uploads -mode /uploads=777 \
@@ -111,4 +119,5 @@ mk -name "$e2e/glibc-dns-testing:2.1.1" "${bb[@]}" "${dns_extra[@]}" -file /bin/
 	-cmd sh -out "$out/glibc-dns-testing.tar"
 
 printf '%s\n' "${names[@]}" >"$out/list"
+echo "$stamp" >"$out/stamp"
 echo "conformance: built ${#names[@]} images in $(($(date +%s) - start)) s" >&2
