@@ -85,12 +85,26 @@
 //
 // Probes: the agent runs a probes.Manager for the pods it syncs.
 // Readiness and startup results update the container's ready and started
-// fields and the pod's Ready conditions at once (status.Manager); a
-// liveness or startup failure syncs the pod, and the runtime restarts the
-// container (ComputePodActions reads the results), within the probe's own
-// terminationGracePeriodSeconds when it sets one. When a pod is being
+// fields and the pod's Ready conditions at once (status.Manager), and
+// sync the pod, as in the kubelet; a liveness or startup failure makes
+// the runtime restart the container (ComputePodActions reads the
+// results), within the probe's own terminationGracePeriodSeconds when it
+// sets one. Each sync has the readiness probes of started containers
+// that are not ready run at once (probes.Manager.Trigger), as the
+// kubelet's status update does, so a container is ready as soon as it
+// has started or its startup probe succeeded. When a pod is being
 // terminated its liveness and startup probes stop before the kill, and its
 // readiness probes run until its containers are gone, as in the kubelet.
+//
+// Active deadlines, as the kubelet's handler: a pod that has run on the
+// node (from its status's start time) for its activeDeadlineSeconds or
+// longer is recorded Failed with reason DeadlineExceeded and the message
+// "Pod was active on the node longer than the specified deadline", gets
+// a DeadlineExceeded event, and is killed by its worker within its grace
+// period. The check runs on every sync of the pod, so an update that
+// lowers the deadline of a running pod fails it at once, and each second
+// the sync loop looks for pods that have just passed theirs (only the
+// pods that have a deadline are looked at).
 //
 // Admission: each pod a source adds is admitted first, as the kubelet's
 // HandlePodAdditions does, in order of creation and against the pods

@@ -25,6 +25,11 @@ func (a *Agent) remember(pods []*v1.Pod) {
 	defer a.mu.Unlock()
 	for _, p := range pods {
 		a.pods[p.UID] = p
+		if p.Spec.ActiveDeadlineSeconds != nil {
+			a.deadlines[p.UID] = struct{}{}
+		} else {
+			delete(a.deadlines, p.UID)
+		}
 	}
 }
 
@@ -45,6 +50,7 @@ func (a *Agent) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
 	a.mu.Lock()
 	for _, p := range pods {
 		delete(a.pods, p.UID)
+		delete(a.deadlines, p.UID)
 		delete(a.told, p.UID)
 	}
 	a.mu.Unlock()
@@ -158,12 +164,16 @@ func (a *Agent) generate(pod *v1.Pod, rs *runtime.PodStatus) v1.PodStatus {
 
 // SyncPod implements podworkers.SyncHandler: status first (from the
 // latest observation and the last sync's reasons), then the runtime sync;
-// the reasons of this sync update the status at once.
+// the reasons of this sync update the status at once. A pod past its
+// activeDeadlineSeconds is failed first (DeadlineExceeded), so its status
+// is terminal and its worker goes on to kill it, as with the kubelet.
 func (a *Agent) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v1.Pod, rs *runtime.PodStatus) (bool, error) {
+	a.enforceActiveDeadline(pod)
 	s := a.generate(pod, rs)
 	if s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed {
 		return true, nil
 	}
+	a.triggerReadiness(pod.UID, &s)
 	// As the kubelet: the containers are created once every volume they
 	// mount is set up; until then the pod stays Pending, its containers
 	// ContainerCreating, and the worker retries with its back-off.
@@ -193,6 +203,22 @@ func (a *Agent) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v1.Po
 		a.generate(pod, rs)
 	}
 	return false, res.Error()
+}
+
+// triggerReadiness has the readiness probes of the pod's started
+// containers that are not ready run at once, as the kubelet's status
+// update does on every sync: a container is found ready as soon as it
+// has started (or its startup probe succeeded, which syncs the pod), not
+// up to a readiness period later.
+func (a *Agent) triggerReadiness(uid types.UID, s *v1.PodStatus) {
+	for _, list := range [][]v1.ContainerStatus{s.ContainerStatuses, s.InitContainerStatuses} {
+		for i := range list {
+			c := &list[i]
+			if c.State.Running != nil && c.Started != nil && *c.Started && !c.Ready {
+				a.probes.Trigger(uid, c.Name, probes.Readiness)
+			}
+		}
+	}
 }
 
 // SyncTerminatingPod implements podworkers.SyncHandler, as the kubelet

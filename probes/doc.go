@@ -37,6 +37,13 @@
 // liveness and startup workers before it is killed, as the kubelet does,
 // and leaves readiness probing through the grace period.
 //
+// Trigger makes a worker probe at once instead of at its next period,
+// the kubelet's manual trigger: the agent uses it on each sync for the
+// readiness probes of started containers that are not ready, so a
+// container is found ready as soon as it starts or its startup probe
+// succeeds, not up to a period later. The worker's rules still apply and
+// its period's grid does not move.
+//
 // Every change of result goes out on Updates; the agent turns readiness
 // and startup into the container's ready and started fields and the pod's
 // Ready conditions, and a liveness or startup failure into a restart (the

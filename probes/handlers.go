@@ -122,25 +122,13 @@ func (h *Handlers) httpGet(ctx context.Context, t Target, g *v1.HTTPGetAction, t
 	if err != nil {
 		return Failure, "", err
 	}
-	if req.Header.Get("Accept") == "" {
-		req.Header.Set("Accept", "*/*")
-	}
 	h.once.Do(func() { h.transport = httpget.NewTransport() })
 	client := &http.Client{
 		Timeout:   timeout,
 		Transport: h.transport,
-		// Redirects are followed only to the same host name (any port),
-		// as the kubelet does; a redirect elsewhere ends the probe with
-		// the redirect response itself, a Warning below.
-		CheckRedirect: func(r *http.Request, via []*http.Request) error {
-			if r.URL.Hostname() != via[0].URL.Hostname() {
-				return http.ErrUseLastResponse
-			}
-			if len(via) >= 10 {
-				return errors.New("stopped after 10 redirects")
-			}
-			return nil
-		},
+		// A redirect elsewhere ends the probe with the redirect response
+		// itself, a Warning below.
+		CheckRedirect: httpget.CheckRedirect,
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -261,6 +261,28 @@ func (m *Manager) StopLivenessAndStartup(uid types.UID) {
 	}
 }
 
+// Trigger asks the pod's worker of the container's probe of type typ to
+// probe now rather than at its next period, as the kubelet's status
+// update does for a started container that is not ready: its rules
+// (initial delay, startup gate, hold) still apply, and its period's grid
+// does not move. It never blocks: a trigger while one is pending is
+// merged into it, and one for a worker that does not exist, or has
+// stopped, is dropped. It reports whether a worker took it.
+func (m *Manager) Trigger(uid types.UID, container string, typ Type) bool {
+	m.mu.Lock()
+	w := m.workers[workerKey{uid, container, typ}]
+	live := w != nil && !w.retired
+	m.mu.Unlock()
+	if !live {
+		return false
+	}
+	select {
+	case w.trigger <- struct{}{}:
+	default:
+	}
+	return true
+}
+
 // CleanupPods stops the workers of pods not in keep.
 func (m *Manager) CleanupPods(keep map[types.UID]bool) {
 	m.mu.Lock()

@@ -449,3 +449,52 @@ func TestSidecarReadinessWaitsForItsInitialDelay(t *testing.T) {
 		t.Errorf("update %+v at %v, want readiness success at 15s or later", u, e.clock.Since(t0))
 	}
 }
+
+// Trigger runs the probe at once, as the kubelet's manual trigger does,
+// and leaves the period's grid where it was.
+func TestTriggerProbesAtOnceAndKeepsTheGrid(t *testing.T) {
+	e := newEnv(t)
+	e.w.running("fake://a", t0)
+	e.w.script(probes.Success)
+	e.m.AddPod(pod(map[probes.Type]*v1.Probe{probes.Readiness: probe(30, 1, 1, 0)}))
+	e.next(30 * time.Second) // the initial failure
+	if u := e.next(30 * time.Second); u.Result != probes.Success || e.clock.Since(t0) != 0 {
+		t.Fatalf("%+v at %v, want success at once", u, e.clock.Since(t0))
+	}
+	e.settle()
+	e.w.script(probes.Failure)
+	if !e.m.Trigger("uid", "c", probes.Readiness) {
+		t.Fatal("Trigger found no readiness worker")
+	}
+	select {
+	case u := <-e.m.Updates():
+		if u.Result != probes.Failure || e.calls() != 2 || e.clock.Since(t0) != 0 {
+			t.Errorf("%+v after %d probes at %v, want a failure from a second probe with the clock unmoved", u, e.calls(), e.clock.Since(t0))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no probe 10s after Trigger (%d probes)", e.calls())
+	}
+	e.settle()
+	e.clock.Step(29 * time.Second)
+	e.settle()
+	if c := e.calls(); c != 2 {
+		t.Errorf("%d probes 29s into the period, want 2: the trigger moved the grid", c)
+	}
+	e.clock.Step(time.Second)
+	e.settle()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.calls() != 3 && time.Now().Before(deadline) {
+		goruntime.Gosched()
+	}
+	if c := e.calls(); c != 3 {
+		t.Errorf("%d probes at the period's end, want 3", c)
+	}
+	for _, tc := range []struct {
+		container string
+		typ       probes.Type
+	}{{"other", probes.Readiness}, {"c", probes.Liveness}} {
+		if e.m.Trigger("uid", tc.container, tc.typ) {
+			t.Errorf("Trigger(%s, %s) was taken by a worker that does not exist", tc.container, tc.typ)
+		}
+	}
+}

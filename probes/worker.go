@@ -25,6 +25,9 @@ type worker struct {
 	probe     *v1.Probe
 	stop      context.CancelFunc // set by startLocked under m.mu
 	retired   bool               // stopped by its own rules; set under m.mu
+	// trigger asks for a probe now (Manager.Trigger); capacity 1, sent to
+	// without blocking, so triggers that come while one is pending merge.
+	trigger chan struct{}
 
 	// mu guards pod and containerID; the rest belong to run's goroutine.
 	mu          sync.Mutex
@@ -36,7 +39,7 @@ type worker struct {
 }
 
 func newWorker(m *Manager, pod *v1.Pod, c *v1.Container, typ Type, p *v1.Probe) *worker {
-	return &worker{m: m, podUID: pod.UID, pod: pod, container: c, typ: typ, probe: p}
+	return &worker{m: m, podUID: pod.UID, pod: pod, container: c, typ: typ, probe: p, trigger: make(chan struct{}, 1)}
 }
 
 func (w *worker) setPod(p *v1.Pod) {
@@ -70,12 +73,14 @@ func seconds(n int32, def int32) time.Duration {
 	return time.Duration(n) * time.Second
 }
 
-// run probes every period, the first time after the jitter. The timer is
-// armed only after a probe returns, so a worker holds a clock waiter exactly
-// while it is idle. Probes stay on the period's grid; one that overruns its
-// period is followed at once by the next, and the grid restarts from there,
-// as a ticker's single buffered tick would. It returns true when the
-// worker stopped by its own rules (doProbe said so), false when ctx ended.
+// run probes every period, the first time after the jitter, and at once
+// when triggered (the kubelet's manual trigger). The timer is armed only
+// while the worker waits, so a worker holds a clock waiter exactly while
+// it is idle. Probes stay on the period's grid, which a triggered probe
+// does not move; one that overruns its period is followed at once by the
+// next, and the grid restarts from there, as a ticker's single buffered
+// tick would. It returns true when the worker stopped by its own rules
+// (doProbe said so), false when ctx ended.
 func (w *worker) run(ctx context.Context) (stoppedItself bool) {
 	period := seconds(w.probe.PeriodSeconds, 10)
 	clk := w.m.cfg.Clock
@@ -87,6 +92,7 @@ func (w *worker) run(ctx context.Context) (stoppedItself bool) {
 		}
 	}()
 	for {
+		triggered := false
 		if wait := next.Sub(clk.Now()); wait > 0 {
 			if timer == nil {
 				timer = clk.NewTimer(wait)
@@ -97,12 +103,18 @@ func (w *worker) run(ctx context.Context) (stoppedItself bool) {
 			case <-ctx.Done():
 				return false
 			case <-timer.C():
+			case <-w.trigger:
+				timer.Stop()
+				triggered = true
 			}
 		} else if ctx.Err() != nil {
 			return false
 		}
 		if !w.doProbe(ctx) {
 			return ctx.Err() == nil
+		}
+		if triggered {
+			continue // the grid stays
 		}
 		next = next.Add(period)
 		if now := clk.Now(); next.Before(now) {

@@ -95,7 +95,7 @@
 //     admission, eviction and active-deadline handlers, which set Failed
 //     with OutOfcpu, Evicted or DeadlineExceeded): the agent sets phase,
 //     reason and message over the generated status for the pods it
-//     rejected or evicted; active deadlines are not enforced;
+//     rejected, evicted or found past their activeDeadlineSeconds;
 //   - conditions the kubelet does not own (readiness gates' conditions,
 //     DisruptionTarget) and observedGeneration are not part of the
 //     generated status: a sink that patches an API server keeps them;

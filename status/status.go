@@ -216,6 +216,21 @@ func (m *Manager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 	return *e.status.DeepCopy(), true
 }
 
+// StartTime returns the start time of the pod's latest status: nil when
+// the Manager has no status of the pod or the status has none. It copies
+// only the time, so it is cheap to call often. The result belongs to the
+// caller.
+func (m *Manager) StartTime(uid types.UID) *metav1.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.pods[uid]
+	if e == nil || e.status.StartTime == nil {
+		return nil
+	}
+	t := *e.status.StartTime
+	return &t
+}
+
 // Version returns the pod's status version (0 when unknown).
 func (m *Manager) Version(uid types.UID) uint64 {
 	m.mu.Lock()

@@ -9,8 +9,10 @@
 //     HandlePodReconcile;
 //   - a PLEG event for a known pod → HandlePodSyncs (ContainerRemoved
 //     events are not worth a sync);
-//   - a probe result change → HandleProbeUpdate, and for a liveness or
-//     startup failure also HandlePodSyncs, so the restart comes at once;
+//   - a probe result change → HandleProbeUpdate, and for a liveness
+//     failure or any readiness or startup change also HandlePodSyncs, so
+//     a restart comes at once, and so does the next container after a
+//     sidecar's startup probe succeeds;
 //   - every SyncPeriod (1 s) the pods whose resync is due → HandlePodSyncs;
 //   - every HousekeepingPeriod (2 s) → HandlePodCleanups.
 //
@@ -144,8 +146,10 @@ func (l *Loop) Run(ctx context.Context) error {
 				continue
 			}
 			h.HandleProbeUpdate(ctx, u)
-			// A liveness or startup failure means a restart: sync now.
-			if (u.Type == probes.Liveness || u.Type == probes.Startup) && u.Result == probes.Failure {
+			// As the kubelet: a liveness failure means a restart, and a
+			// readiness or startup change may start the next container
+			// or probe: sync now.
+			if u.Type != probes.Liveness || u.Result == probes.Failure {
 				if pod, ok := l.cfg.Lookup(u.PodUID); ok {
 					h.HandlePodSyncs(ctx, []*v1.Pod{pod})
 				}

@@ -171,17 +171,22 @@ func TestPLEGEventsSyncKnownPodsOnly(t *testing.T) {
 	e.quiet()
 }
 
-func TestProbeFailuresOfLivenessAndStartupSyncAtOnce(t *testing.T) {
+// As the kubelet's handleProbeSync: every readiness and startup change
+// and every liveness failure syncs the pod at once; a liveness success
+// does not.
+func TestProbeChangesSyncAtOnce(t *testing.T) {
 	e := start(t, nil)
 	for _, tc := range []struct {
 		typ    probes.Type
 		result probes.Result
 		want   []string
 	}{
-		{probes.Readiness, probes.Failure, []string{"probe Readiness failure"}},
+		{probes.Readiness, probes.Failure, []string{"probe Readiness failure", "sync:a"}},
+		{probes.Readiness, probes.Success, []string{"probe Readiness success", "sync:a"}},
 		{probes.Liveness, probes.Success, []string{"probe Liveness success"}},
 		{probes.Liveness, probes.Failure, []string{"probe Liveness failure", "sync:a"}},
 		{probes.Startup, probes.Failure, []string{"probe Startup failure", "sync:a"}},
+		{probes.Startup, probes.Success, []string{"probe Startup success", "sync:a"}},
 	} {
 		e.probes <- probes.Update{PodUID: "uid-a", Type: tc.typ, Result: tc.result}
 		var got []string

@@ -7,15 +7,19 @@
 #   pause:3.10.2                 the static pause program of hack/e2e
 #   e2e-test-images/busybox      busybox, every applet also under /bin
 #   e2e-test-images/agnhost      busybox + static agnhost at /agnhost (its
-#                                entrypoint), bash and curl with their
-#                                libraries, /uploads, the image's user 1000
+#                                entrypoint), bash (also at /bin/bash, where
+#                                the specs run it) and curl with their
+#                                libraries, /uploads, the image's user 1000,
+#                                and agnhost's /localhost.crt and
+#                                /localhost.key (netexec --tls-cert-file)
 #   e2e-test-images/nginx        busybox httpd on :80 serving /usr/share/nginx/html
 #   e2e-test-images/nonroot      busybox with USER 1234
 #   e2e-test-images/nonewprivs   busybox + the setuid nnp program
 #   e2e-test-images/glibc-dns-testing  busybox + the host's dash, hostname and glibc
 #
 # CACHE/images/list holds "NAME FILE" per image. Archives newer than their
-# inputs are kept.
+# inputs, and made by scripts of the same content (CACHE/images/stamp), are
+# kept.
 #
 # usage: images.sh CACHE   (CACHE/bin/agnhost and CACHE/bin/nnp must exist)
 set -euo pipefail
@@ -26,10 +30,18 @@ out=$cache/images
 mkdir -p "$out"
 
 busybox=$(command -v busybox) || { echo "conformance: busybox (Debian's busybox-static) is missing; run hack/e2e/install.sh" >&2; exit 1; }
+# The agnhost image's TLS key pair (the one its Dockerfile adds), from the
+# k8s.io/kubernetes module this directory's go.mod requires.
+porter=$(cd "$here" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost/porter
+[ -f "$porter/localhost.crt" ] && [ -f "$porter/localhost.key" ] || { echo "conformance: $porter has no localhost.crt and localhost.key" >&2; exit 1; }
 e2e=registry.k8s.io/e2e-test-images
 
 # The inputs every archive depends on; a newer one rebuilds them all.
 inputs=("$here/images.sh" "$repo/hack/mkimage/main.go" "$repo/hack/e2e/pause.c" "$cache/bin/agnhost" "$cache/bin/nnp" "$busybox")
+# What the images are made of, by content: the archives of a checkout whose
+# scripts differ (another branch sharing the cache) are rebuilt, whatever
+# the files' times.
+stamp=$(cat "$here/images.sh" "$repo/hack/mkimage/main.go" "$repo/hack/e2e/pause.c" | sha256sum | cut -d' ' -f1)
 names=(
 	"registry.k8s.io/pause:3.10.2 pause.tar"
 	"$e2e/busybox:1.37.0-2 busybox.tar"
@@ -42,6 +54,7 @@ names=(
 	"$e2e/glibc-dns-testing:2.1.1 glibc-dns-testing.tar"
 )
 uptodate=1
+[ "$(cat "$out/stamp" 2>/dev/null)" = "$stamp" ] || uptodate=
 for n in "${names[@]}"; do
 	f=$out/${n#* }
 	[ -f "$f" ] || { uptodate=; break; }
@@ -80,6 +93,9 @@ mk -name "$e2e/busybox:1.37.0-2" "${bb[@]}" -cmd sh -out "$out/busybox.tar"
 agnhost_extra=($(withlibs "$(command -v bash)" "$(command -v curl)"))
 for tag in 2.66.1 2.55; do
 	mk -name "$e2e/agnhost:$tag" "${bb[@]}" -file "$cache/bin/agnhost=/agnhost" "${agnhost_extra[@]}" \
+		-file "$(command -v bash)=/bin/bash" \
+		-file "$porter/localhost.crt=/localhost.crt" -file "$porter/localhost.key=/localhost.key" \
+		-mode /localhost.crt=644 -mode /localhost.key=644 \
 		-dir /uploads -mode /uploads=777 \
 		-passwd "user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh" \
 		-group "user-defined-in-image:x:1000:" -group "group-defined-in-image:x:50000:user-defined-in-image" \
@@ -103,4 +119,5 @@ mk -name "$e2e/glibc-dns-testing:2.1.1" "${bb[@]}" "${dns_extra[@]}" -file /bin/
 	-cmd sh -out "$out/glibc-dns-testing.tar"
 
 printf '%s\n' "${names[@]}" >"$out/list"
+echo "$stamp" >"$out/stamp"
 echo "conformance: built ${#names[@]} images in $(($(date +%s) - start)) s" >&2

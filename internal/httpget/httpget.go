@@ -6,6 +6,7 @@ package httpget
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -18,8 +19,9 @@ import (
 
 // NewRequest builds the GET request of an action: the action's scheme
 // (default http), host (default host), the resolved port and path, its
-// headers (a "Host" header sets the request's host), and userAgent
-// unless the action sets one.
+// headers (a "Host" header sets the request's host), userAgent unless
+// the action sets one, and "Accept: */*" unless the action sets one (an
+// empty one sends none), as the kubelet does for probes and hooks alike.
 func NewRequest(ctx context.Context, a *v1.HTTPGetAction, host string, port int, userAgent string) (*http.Request, error) {
 	scheme := strings.ToLower(string(a.Scheme))
 	if scheme == "" {
@@ -50,6 +52,11 @@ func NewRequest(ctx context.Context, a *v1.HTTPGetAction, host string, port int,
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", userAgent)
 	}
+	if _, set := req.Header["Accept"]; !set {
+		req.Header.Set("Accept", "*/*")
+	} else if req.Header.Get("Accept") == "" {
+		req.Header.Del("Accept") // set empty: none is sent
+	}
 	return req, nil
 }
 
@@ -62,4 +69,18 @@ func NewTransport() *http.Transport {
 		DisableKeepAlives: true,
 		Proxy:             nil,
 	}
+}
+
+// CheckRedirect is the redirect rule of probes and hooks, the kubelet's:
+// a redirect is followed only to the same host name (any port), at most
+// 10 times; a redirect elsewhere is not followed, and the redirect
+// response itself is the answer.
+func CheckRedirect(r *http.Request, via []*http.Request) error {
+	if r.URL.Hostname() != via[0].URL.Hostname() {
+		return http.ErrUseLastResponse
+	}
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	return nil
 }

@@ -104,6 +104,16 @@
 //     the hook, as with the kubelet. An orphan's HTTP preStop hook runs
 //     from what was recorded on its container: the pod UID label and the
 //     ports annotation (io.kubernetes.container.ports), for named ports.
+//     As with the kubelet, an HTTP hook uses the handler's scheme (HTTPS
+//     without certificate checks), sends User-Agent kube-lifecycle/1.37
+//     and Accept */* unless the handler sets them, follows redirects only
+//     to the same host name, and fails only when no answer comes: any
+//     status code is a success. An HTTPS hook that a plain HTTP server
+//     answers is sent again over HTTP without its Authorization header;
+//     when that works the hook succeeded, with a LifecycleHTTPFallback
+//     Warning event (the kubelet also counts these in
+//     kubelet_lifecycle_handler_http_fallbacks_total; runtime/cri has no
+//     metrics of its own and does not).
 //
 // KillPod starts stopping every container at once, preStop hooks
 // included, then stops the sandboxes. The grace period is the deletion

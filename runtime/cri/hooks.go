@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -28,6 +29,10 @@ const (
 	ReasonPostStartHookError  = "PostStartHookError"
 	reasonFailedPostStartHook = "FailedPostStartHook"
 	reasonFailedPreStopHook   = "FailedPreStopHook"
+	// reasonLifecycleHTTPFallback: an HTTPS hook succeeded over HTTP.
+	reasonLifecycleHTTPFallback = "LifecycleHTTPFallback"
+	// hookUserAgent is sent with HTTP hooks unless the hook sets one.
+	hookUserAgent = "kube-lifecycle/1.37"
 	// hookBodyLimit bounds how much of an HTTP hook's answer is read.
 	hookBodyLimit = 10 << 10
 )
@@ -164,7 +169,10 @@ type hookTarget struct {
 // first IP (the node's for a host-network pod). The pod's IPs are those
 // the sync saw, else the runtime's for the pod's newest ready sandbox, as
 // the kubelet looks them up; a pod without an IP is an error, as with
-// the kubelet.
+// the kubelet. The scheme is the handler's (HTTPS without certificate
+// checks); redirects are followed only to the same host name. The hook
+// fails only when no answer comes, whatever the answer's status code, as
+// with the kubelet.
 func (r *Runtime) httpHook(ctx context.Context, pod *v1.Pod, c *v1.Container, containerID string, g *v1.HTTPGetAction, podIPs []string) error {
 	t := hookTarget{container: c, ips: podIPs}
 	if pod != nil {
@@ -199,20 +207,61 @@ func (r *Runtime) httpHook(ctx context.Context, pod *v1.Pod, c *v1.Container, co
 	if err != nil {
 		return err
 	}
-	req, err := httpget.NewRequest(ctx, g, host, port, "kube-lifecycle/1.37")
+	req, err := httpget.NewRequest(ctx, g, host, port, hookUserAgent)
 	if err != nil {
 		return err
 	}
-	resp, err := (&http.Client{Transport: r.hookTransport}).Do(req)
+	client := &http.Client{Transport: r.hookTransport, CheckRedirect: httpget.CheckRedirect}
+	err = sendHook(client, req)
+	if err != nil && httpAnswerToHTTPS(err) {
+		// As the kubelet: an HTTPS hook answered in plain HTTP is sent
+		// again over HTTP, without its Authorization header; if that
+		// works, the hook succeeded, with a warning.
+		retry := req.Clone(ctx)
+		retry.URL.Scheme = "http"
+		retry.Header.Del("Authorization")
+		if sendHook(client, retry) == nil {
+			r.log.V(2).Info("HTTPS lifecycle hook got an HTTP answer; the retry over HTTP succeeded", "pod", podRefOrUID(pod, t.uid), "containerID", containerID, "host", req.URL.Host)
+			if pod != nil {
+				r.cfg.Events(pod, v1.EventTypeWarning, reasonLifecycleHTTPFallback,
+					fmt.Sprintf("request to HTTPS lifecycle hook %s got HTTP response, retry with HTTP succeeded", req.URL.Host))
+			}
+			return nil
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("HTTP lifecycle hook (%s) failed: %w", g.Path, err)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, hookBodyLimit))
-	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
-		return fmt.Errorf("HTTP lifecycle hook (%s) failed with status %d: %s", g.Path, resp.StatusCode, strings.TrimSpace(string(body)))
-	}
 	return nil
+}
+
+// sendHook sends a hook's request and reads at most hookBodyLimit of the
+// answer. As with the kubelet, only a request that gets no answer fails:
+// the status code does not matter.
+func sendHook(client *http.Client, req *http.Request) error {
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, hookBodyLimit))
+	return nil
+}
+
+// httpAnswerToHTTPS reports whether err is that of an HTTPS request that
+// a plain HTTP server answered; net/http says so only in its message.
+func httpAnswerToHTTPS(err error) bool {
+	var uerr *url.Error
+	return errors.As(err, &uerr) && strings.Contains(uerr.Err.Error(), "server gave HTTP response to HTTPS client")
+}
+
+// podRefOrUID names a pod in logs: namespace/name, or its UID for an
+// orphan.
+func podRefOrUID(pod *v1.Pod, uid types.UID) string {
+	if pod != nil {
+		return podRef(pod)
+	}
+	return string(uid)
 }
 
 // recordedTarget restores an orphan's pod UID and container ports from
