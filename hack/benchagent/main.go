@@ -15,7 +15,9 @@
 //   - CPU to Running: the agent's utime+stime until then (/proc/PID/stat,
 //     10 ms ticks);
 //   - idle CPU: the CPU time the agent's threads ran during the idle window
-//     (-idle long, starting 2 s after all pods run), as a share of one core:
+//     (-idle long, starting -settle, 12 s, after all pods run: past the
+//     first log rotation check, 10 s after the start, which asks the
+//     runtime once for each container's log path), as a share of one core:
 //     the sum over /proc/PID/task/*/schedstat of the nanoseconds run,
 //     which the scheduler counts exactly (utime and stime are sampled at
 //     the tick and miss short wake-ups);
@@ -54,6 +56,7 @@ const clockTicks = 100
 
 // Flags read by measure.
 var (
+	settle       = 12 * time.Second
 	profileDelay = time.Second
 	profileIdle  bool
 	table        = true
@@ -68,6 +71,7 @@ func main() {
 	flag.DurationVar(&profileDelay, "profile-delay", time.Second, "when the 20s -profile window starts after the agent")
 	flag.BoolVar(&profileIdle, "profile-idle", false, "take the -profile over the idle window instead")
 	flag.BoolVar(&table, "table", true, "run the agent with its live pod table (false: --quiet)")
+	flag.DurationVar(&settle, "settle", 12*time.Second, "how long after all pods run the idle window starts")
 	flag.Parse()
 	work, err := os.MkdirTemp("", "nodekit-bench-")
 	if err != nil {
@@ -185,7 +189,7 @@ func measure(work string, n int, idle time.Duration, relist, profile string, eve
 	}
 	r := result{toRunning: time.Since(start)}
 	r.cpu = cpuSeconds(pid)
-	time.Sleep(2 * time.Second) // let the last status pushes settle
+	time.Sleep(settle) // the start-up's last work: status pushes, the first log check
 	if profile != "" && profileIdle {
 		go startProfile(int(idle.Seconds()))
 	}
