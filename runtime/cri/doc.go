@@ -84,8 +84,22 @@
 //     the kubelet), the
 //     termination message file, the kubelet's labels and annotations and
 //     log layout (<PodLogsDir>/<namespace>_<name>_<uid>/<container>/<n>.log).
+//   - /etc/hosts, the kubelet's: every container (init and ephemeral ones
+//     too) gets the pod's hosts file, <PodsDir>/<uid>/etc-hosts, mounted
+//     writable at /etc/hosts, unless one of its volumeMounts is at
+//     /etc/hosts, or the pod is on the pod network and has no IP. On the
+//     pod network the file is "# Kubernetes-managed hosts file.", the
+//     localhost lines, then each pod IP with the pod's FQDN and hostname
+//     (the hostname alone without a subdomain); on the host network it is
+//     a header line and the node's file (Config.NodeHostsFile); both end
+//     with the pod's hostAliases under "# Entries added by HostAliases.".
+//     It is written, in place, before each container is created.
 //   - Sandbox config: hostname (hostnameOverride, else hostname, else the
-//     pod name, cut to 63 characters without a trailing '-' or '.'), port
+//     pod name, cut to 63 characters without a trailing '-' or '.'; under
+//     setHostnameAsFQDN with a subdomain, the FQDN
+//     <hostname>.<subdomain>.<namespace>.svc.<ClusterDomain>, at most 64
+//     characters; a hostname, subdomain or hostnameOverride that is not a
+//     valid DNS name is an error naming the field), port
 //     mappings, host network/PID/IPC, privileged when any init, regular or
 //     ephemeral container is, sysctls, seccomp, DNS from dnsPolicy and dnsConfig (ClusterFirst
 //     falls back to the node's resolver when Config.ClusterDNS is empty,
@@ -218,7 +232,6 @@
 //     failure, a kill error); the kubelet lets it crash the process. A
 //     library embedded in a larger program must not take it down for one
 //     pod's bad data.
-//   - /etc/hosts is left to the runtime.
 //   - A subPath is handed to the runtime as its canonical host path, not
 //     as a private bind mount of the opened descriptor: that needs mount
 //     privilege and teardown, and containerd resolves the host path again

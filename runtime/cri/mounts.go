@@ -116,7 +116,11 @@ func (r *Runtime) terminationMessageMount(pod *v1.Pod, c *v1.Container) (*runtim
 	if c.TerminationMessagePath == "" {
 		return nil, nil
 	}
-	dir := filepath.Join(r.cfg.PodsDir, string(pod.UID), "containers", c.Name)
+	podDir, err := r.podDir(pod)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(podDir, "containers", c.Name)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("termination message directory: %w", err)
 	}
