@@ -67,8 +67,9 @@
 //     over them and $(VAR) in env values sees them after its own. Without
 //     Config.Services there are none, as with a kubelet without an API
 //     server. The
-//     downward API (fieldRef, resourceFieldRef with divisors and the
-//     node's allocatable when there is no limit), working dir, CPU shares
+//     downward API (fieldRef, resourceFieldRef with divisors; a cpu,
+//     memory or ephemeral-storage limit the container does not set is the
+//     pod-level limit, else Config.NodeAllocatable's), working dir, CPU shares
 //     from requests, CFS quota from limits, the memory limit, the OOM
 //     score of the pod's QoS class, the security context (run as
 //     user/group, runAsNonRoot enforced against runAsUser or the image's
