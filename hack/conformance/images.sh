@@ -7,8 +7,9 @@
 #   pause:3.10.2                 the static pause program of hack/e2e
 #   e2e-test-images/busybox      busybox, every applet also under /bin
 #   e2e-test-images/agnhost      busybox + static agnhost at /agnhost (its
-#                                entrypoint), bash and curl with their
-#                                libraries, /uploads, the image's user 1000
+#                                entrypoint) and the link /agnhost-2 to it,
+#                                bash and curl with their libraries,
+#                                /uploads, the image's user 1000
 #   e2e-test-images/nginx        busybox httpd on :80 serving /usr/share/nginx/html
 #   e2e-test-images/nonroot      busybox with USER 1234
 #   e2e-test-images/nonewprivs   busybox + the setuid nnp program
@@ -79,7 +80,7 @@ mk -name "$e2e/busybox:1.37.0-2" "${bb[@]}" -cmd sh -out "$out/busybox.tar"
 # shellcheck disable=SC2207 # word splitting of "-file SRC=DEST" pairs is wanted
 agnhost_extra=($(withlibs "$(command -v bash)" "$(command -v curl)"))
 for tag in 2.66.1 2.55; do
-	mk -name "$e2e/agnhost:$tag" "${bb[@]}" -file "$cache/bin/agnhost=/agnhost" "${agnhost_extra[@]}" \
+	mk -name "$e2e/agnhost:$tag" "${bb[@]}" -file "$cache/bin/agnhost=/agnhost" -symlink /agnhost-2=agnhost "${agnhost_extra[@]}" \
 		-dir /uploads -mode /uploads=777 \
 		-passwd "user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh" \
 		-group "user-defined-in-image:x:1000:" -group "group-defined-in-image:x:50000:user-defined-in-image" \
