@@ -15,6 +15,9 @@
 #   e2e-test-images/nonewprivs   busybox + the setuid nnp program
 #   e2e-test-images/glibc-dns-testing  busybox + the host's dash, hostname and glibc
 #
+# The images with glibc programs (agnhost, glibc-dns-testing) have an
+# /etc/nsswitch.conf that looks hosts up in files, then DNS.
+#
 # CACHE/images/list holds "NAME FILE" per image. Archives newer than their
 # inputs are kept.
 #
@@ -77,8 +80,13 @@ bb=(-busybox "$busybox" -bin-links)
 mk -name registry.k8s.io/pause:3.10.2 -file "$out/pause=/pause" -entrypoint /pause -out "$out/pause.tar"
 mk -name "$e2e/busybox:1.37.0-2" "${bb[@]}" -cmd sh -out "$out/busybox.tar"
 
+# The glibc programs look names up in /etc/hosts first, as on Debian: with
+# no nsswitch.conf glibc would ask DNS first (the node's resolver).
+printf 'hosts: files dns\n' >"$out/nsswitch.conf"
+nss=(-file "$out/nsswitch.conf=/etc/nsswitch.conf" -mode /etc/nsswitch.conf=644)
+
 # shellcheck disable=SC2207 # word splitting of "-file SRC=DEST" pairs is wanted
-agnhost_extra=($(withlibs "$(command -v bash)" "$(command -v curl)"))
+agnhost_extra=($(withlibs "$(command -v bash)" "$(command -v curl)") "${nss[@]}")
 for tag in 2.66.1 2.55; do
 	mk -name "$e2e/agnhost:$tag" "${bb[@]}" -file "$cache/bin/agnhost=/agnhost" -symlink /agnhost-2=agnhost "${agnhost_extra[@]}" \
 		-dir /uploads -mode /uploads=777 \
@@ -100,7 +108,7 @@ mk -name "$e2e/nonewprivs:1.4" "${bb[@]}" -file "$cache/bin/nnp=/usr/local/bin/n
 
 # shellcheck disable=SC2207
 dns_extra=($(withlibs /bin/dash /bin/hostname))
-mk -name "$e2e/glibc-dns-testing:2.1.1" "${bb[@]}" "${dns_extra[@]}" -file /bin/dash=/bin/sh \
+mk -name "$e2e/glibc-dns-testing:2.1.1" "${bb[@]}" "${dns_extra[@]}" "${nss[@]}" -file /bin/dash=/bin/sh \
 	-cmd sh -out "$out/glibc-dns-testing.tar"
 
 printf '%s\n' "${names[@]}" >"$out/list"
