@@ -189,8 +189,11 @@ func (r *Runtime) configMap(ctx context.Context, pod *v1.Pod, name, field string
 		return nil, fmt.Errorf("%s: configMap %s/%s: no object source is configured", field, pod.Namespace, name)
 	}
 	cm, err := r.cfg.Objects.GetConfigMap(ctx, pod.Namespace, name)
-	if err != nil {
+	if isNotFoundObject(err) {
 		return nil, fmt.Errorf("%s: configmap %q not found: %w", field, name, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: configmap %q: %w", field, name, err)
 	}
 	return cm, nil
 }
@@ -200,8 +203,11 @@ func (r *Runtime) secret(ctx context.Context, pod *v1.Pod, name, field string) (
 		return nil, fmt.Errorf("%s: secret %s/%s: no object source is configured", field, pod.Namespace, name)
 	}
 	s, err := r.cfg.Objects.GetSecret(ctx, pod.Namespace, name)
-	if err != nil {
+	if isNotFoundObject(err) {
 		return nil, fmt.Errorf("%s: secret %q not found: %w", field, name, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: secret %q: %w", field, name, err)
 	}
 	return s, nil
 }
