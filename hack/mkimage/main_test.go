@@ -32,7 +32,9 @@ func layerEntries(t *testing.T, o options) map[string]*tar.Header {
 	if err := json.Unmarshal(read("index.json"), &index); err != nil || len(index.Manifests) != 1 {
 		t.Fatalf("index.json: %v", err)
 	}
-	blob := func(digest string) string { return filepath.Join("blobs", "sha256", strings.TrimPrefix(digest, "sha256:")) }
+	blob := func(digest string) string {
+		return filepath.Join("blobs", "sha256", strings.TrimPrefix(digest, "sha256:"))
+	}
 	if err := json.Unmarshal(read(blob(index.Manifests[0].Digest)), &manifest); err != nil || len(manifest.Layers) != 1 {
 		t.Fatalf("manifest: %v", err)
 	}
