@@ -18,8 +18,9 @@
 # The images with glibc programs (agnhost, glibc-dns-testing) have an
 # /etc/nsswitch.conf that looks hosts up in files, then DNS.
 #
-# CACHE/images/list holds "NAME FILE" per image. Archives newer than their
-# inputs are kept.
+# CACHE/images/list holds "NAME FILE" per image; CACHE/images/inputs.sha256
+# the digest of the inputs they were built from: while it matches, the
+# archives are kept.
 #
 # usage: images.sh CACHE   (CACHE/bin/agnhost and CACHE/bin/nnp must exist)
 set -euo pipefail
@@ -32,8 +33,12 @@ mkdir -p "$out"
 busybox=$(command -v busybox) || { echo "conformance: busybox (Debian's busybox-static) is missing; run hack/e2e/install.sh" >&2; exit 1; }
 e2e=registry.k8s.io/e2e-test-images
 
-# The inputs every archive depends on; a newer one rebuilds them all.
+# The inputs every archive depends on; when their content changes (another
+# checkout's images.sh, a new agnhost), the images are built again. Times
+# would not tell: a checkout's older images.sh is not newer than archives
+# another one built.
 inputs=("$here/images.sh" "$repo/hack/mkimage/main.go" "$repo/hack/e2e/pause.c" "$cache/bin/agnhost" "$cache/bin/nnp" "$busybox")
+digest=$(cat "${inputs[@]}" | sha256sum | cut -d' ' -f1)
 names=(
 	"registry.k8s.io/pause:3.10.2 pause.tar"
 	"$e2e/busybox:1.37.0-2 busybox.tar"
@@ -46,12 +51,9 @@ names=(
 	"$e2e/glibc-dns-testing:2.1.1 glibc-dns-testing.tar"
 )
 uptodate=1
+[ "$(cat "$out/inputs.sha256" 2>/dev/null)" = "$digest" ] || uptodate=
 for n in "${names[@]}"; do
-	f=$out/${n#* }
-	[ -f "$f" ] || { uptodate=; break; }
-	for i in "${inputs[@]}"; do
-		[ "$f" -nt "$i" ] || { uptodate=; break 2; }
-	done
+	[ -f "$out/${n#* }" ] || { uptodate=; break; }
 done
 if [ -n "$uptodate" ]; then
 	echo "conformance: images present" >&2
@@ -112,4 +114,5 @@ mk -name "$e2e/glibc-dns-testing:2.1.1" "${bb[@]}" "${dns_extra[@]}" "${nss[@]}"
 	-cmd sh -out "$out/glibc-dns-testing.tar"
 
 printf '%s\n' "${names[@]}" >"$out/list"
+echo "$digest" >"$out/inputs.sha256"
 echo "conformance: built ${#names[@]} images in $(($(date +%s) - start)) s" >&2
