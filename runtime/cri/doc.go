@@ -80,7 +80,9 @@
 //     resolved with openat2 RESOLVE_BENEATH (or, without openat2, an
 //     O_NOFOLLOW walk that refuses every symlink), missing directories
 //     made with mkdirat beneath their verified parent so a refused subPath
-//     creates nothing outside, and the runtime given the canonical path
+//     creates nothing outside, with the volume's own mode as the kubelet
+//     gives them (an emptyDir's 0777 and fsGroup setgid bit, so a
+//     container of any user can write there), and the runtime given the canonical path
 //     read back from the descriptor (see below for how that differs from
 //     the kubelet), the
 //     termination message file, the kubelet's labels and annotations and
