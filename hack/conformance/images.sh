@@ -19,8 +19,8 @@
 # /etc/nsswitch.conf that looks hosts up in files, then DNS.
 #
 # CACHE/images/list holds "NAME FILE" per image; CACHE/images/inputs.sha256
-# the digest of the inputs they were built from: while it matches, the
-# archives are kept.
+# the digest of the inputs they were built from and the archives' sizes
+# and times: while it matches, the archives are kept.
 #
 # usage: images.sh CACHE   (CACHE/bin/agnhost and CACHE/bin/nnp must exist)
 set -euo pipefail
@@ -50,11 +50,16 @@ names=(
 	"$e2e/nonewprivs:1.4 nonewprivs.tar"
 	"$e2e/glibc-dns-testing:2.1.1 glibc-dns-testing.tar"
 )
+# stamp is the inputs' digest and each archive's size and time: archives
+# that another script wrote since (an older checkout's) do not match it.
+stamp() {
+	echo "$digest"
+	for n in "${names[@]}"; do
+		stat -c '%n %s %Y' "$out/${n#* }" 2>/dev/null || echo "${n#* } missing"
+	done
+}
 uptodate=1
-[ "$(cat "$out/inputs.sha256" 2>/dev/null)" = "$digest" ] || uptodate=
-for n in "${names[@]}"; do
-	[ -f "$out/${n#* }" ] || { uptodate=; break; }
-done
+[ "$(cat "$out/inputs.sha256" 2>/dev/null)" = "$(stamp)" ] || uptodate=
 if [ -n "$uptodate" ]; then
 	echo "conformance: images present" >&2
 	printf '%s\n' "${names[@]}" >"$out/list"
@@ -114,5 +119,5 @@ mk -name "$e2e/glibc-dns-testing:2.1.1" "${bb[@]}" "${dns_extra[@]}" "${nss[@]}"
 	-cmd sh -out "$out/glibc-dns-testing.tar"
 
 printf '%s\n' "${names[@]}" >"$out/list"
-echo "$digest" >"$out/inputs.sha256"
+stamp >"$out/inputs.sha256"
 echo "conformance: built ${#names[@]} images in $(($(date +%s) - start)) s" >&2
