@@ -150,6 +150,9 @@ func New(cfg Config) (*Agent, error) {
 		if len(c.NodeIPs) == 0 {
 			c.NodeIPs = cfg.NodeIPs
 		}
+		if c.NodeAllocatable == nil {
+			c.NodeAllocatable = cfg.Allocatable
+		}
 		if c.Probes == nil {
 			c.Probes = probeResults{a.probes}
 		}

@@ -89,11 +89,12 @@ type Config struct {
 	Tokens volumes.TokenGetter
 	// Allocatable is the node's allocatable resources: the pods admitted
 	// must fit in them (OutOfcpu, OutOfmemory, OutOfpods...; a resource
-	// not listed is not checked), and a downwardAPI resourceFieldRef
-	// shows them for a container without that limit; its memory, less
-	// the pods' working sets, is the eviction manager's
-	// allocatableMemory.available. Default: none (no resource is
-	// checked; such a field shows 0).
+	// not listed is not checked), and a resourceFieldRef (in env, and in
+	// downwardAPI volumes) shows them for a container without that
+	// limit: it is also the default runtime's CRI.NodeAllocatable, unless
+	// that is set. Its memory, less the pods' working sets, is the
+	// eviction manager's allocatableMemory.available. Default: none (no
+	// resource is checked; such a field shows 0).
 	Allocatable v1.ResourceList
 
 	// NodeLabels are the node's labels, which spec.nodeSelector and

@@ -131,6 +131,8 @@ func TestVolumesBecomeTheKubeletsCRIMounts(t *testing.T) {
 		{ContainerPath: "/cache", HostPath: cache},
 		{ContainerPath: "/host", HostPath: host, Readonly: true},
 		{ContainerPath: "/logs", HostPath: filepath.Join(cache, "logs", "main")},
+		// The pod's hosts file, the kubelet's.
+		{ContainerPath: "/etc/hosts", HostPath: filepath.Join(podDir, "etc-hosts")},
 	}
 	if d := cmp.Diff(want, got, cmp.Comparer(func(a, b *runtimeapi.Mount) bool {
 		return a.ContainerPath == b.ContainerPath && a.HostPath == b.HostPath && a.Readonly == b.Readonly
@@ -270,7 +272,7 @@ func TestContentVolumesWaitForTheirObjects(t *testing.T) {
 		byPath[m.ContainerPath] = m.HostPath
 		// Content volumes are mounted read-only, as the kubelet mounts
 		// them, whatever the volumeMount says.
-		if m.ContainerPath != v1.TerminationMessagePathDefault && !m.Readonly {
+		if m.ContainerPath != v1.TerminationMessagePathDefault && m.ContainerPath != "/etc/hosts" && !m.Readonly {
 			t.Errorf("the mount at %s is writable; content volumes are mounted read-only", m.ContainerPath)
 		}
 	}

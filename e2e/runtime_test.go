@@ -37,10 +37,10 @@ type podEnv struct {
 
 // newPodEnv returns the pod runtime on the e2e containerd with short
 // back-offs, so crash loops are observable within seconds.
-func newPodEnv(t *testing.T, volumes hostDirs) *podEnv {
+func newPodEnv(t *testing.T, volumes hostDirs, opts ...func(*cri.Config)) *podEnv {
 	t.Helper()
 	client, image := dialContainerd(t)
-	rt, err := cri.New(cri.Config{
+	cfg := cri.Config{
 		RuntimeService:   client,
 		ImageService:     client,
 		PodLogsDir:       t.TempDir(),
@@ -49,7 +49,11 @@ func newPodEnv(t *testing.T, volumes hostDirs) *podEnv {
 		ResolvConf:       "-",
 		CrashLoopBackOff: cri.BackOff{Initial: time.Second, Max: 4 * time.Second},
 		ImagePullBackOff: cri.BackOff{Initial: 2 * time.Second, Max: 8 * time.Second},
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	rt, err := cri.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,5 +341,66 @@ func TestUnknownImageOnContainerd(t *testing.T) {
 	want := []string{cri.ReasonErrImagePull, cri.ReasonImagePullBackOff, cri.ReasonErrImagePull}
 	if strings.Join(reasons[:3], ",") != strings.Join(want, ",") {
 		t.Errorf("reasons %v, want %v", reasons, want)
+	}
+}
+
+func TestEtcHostsOnContainerd(t *testing.T) {
+	// The kubelet's managed /etc/hosts, as the conformance suite checks
+	// it: the pod's file in containers of the pod network, the node's
+	// (with the hostAliases) on the host network, and a container's own
+	// mount at /etc/hosts left alone.
+	own := filepath.Join(t.TempDir(), "hosts")
+	nodeHosts := filepath.Join(t.TempDir(), "node-hosts")
+	for f, content := range map[string]string{own: "# the container's own\n", nodeHosts: "127.0.0.1\tlocalhost\n# the node's\n"} {
+		if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := newPodEnv(t, hostDirs{"own": own}, func(c *cri.Config) { c.NodeHostsFile, c.ClusterDomain = nodeHosts, "cluster.local" })
+	client, _ := dialContainerd(t)
+	cat := func(st *runtime.PodStatus, container string) string {
+		t.Helper()
+		out, stderr, err := client.ExecSync(e.ctx, st.FindContainerStatus(container).ID.ID, []string{"cat", "/etc/hosts"}, 10*time.Second)
+		if err != nil {
+			t.Fatalf("%s: cat /etc/hosts: %v %s", container, err, stderr)
+		}
+		return string(out)
+	}
+	running := func(names ...string) func(*runtime.PodStatus, *runtime.SyncResult) bool {
+		return func(st *runtime.PodStatus, _ *runtime.SyncResult) bool {
+			for _, n := range names {
+				if c := st.FindContainerStatus(n); c == nil || c.State != runtime.ContainerStateRunning {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	aliases := []v1.HostAlias{{IP: "123.45.67.89", Hostnames: []string{"foo", "bar"}}}
+
+	pod := e.pod(v1.RestartPolicyAlways, sh("managed", sleepForever), sh("mounts-its-own", sleepForever))
+	pod.Spec.Hostname, pod.Spec.Subdomain, pod.Spec.HostAliases = "web", "svc1", aliases
+	pod.Spec.Volumes = []v1.Volume{{Name: "own"}}
+	pod.Spec.Containers[1].VolumeMounts = []v1.VolumeMount{{Name: "own", MountPath: "/etc/hosts"}}
+	st := e.syncUntil(pod, 60*time.Second, "running", running("managed", "mounts-its-own"))
+	ip := st.SandboxStatuses[0].IPs[0]
+	got := cat(st, "managed")
+	for _, want := range []string{"# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n",
+		"\n" + ip + "\tweb.svc1.e2e.svc.cluster.local\tweb\n",
+		"\n# Entries added by HostAliases.\n123.45.67.89\tfoo\tbar\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("managed: /etc/hosts lacks %q:\n%s", want, got)
+		}
+	}
+	if got := cat(st, "mounts-its-own"); got != "# the container's own\n" {
+		t.Errorf("mounts-its-own: /etc/hosts is %q, want its own file", got)
+	}
+
+	hostPod := e.pod(v1.RestartPolicyAlways, sh("host", sleepForever))
+	hostPod.Spec.HostNetwork, hostPod.Spec.HostAliases = true, aliases
+	st = e.syncUntil(hostPod, 60*time.Second, "running", running("host"))
+	want := "# Kubernetes-managed hosts file (host network).\n127.0.0.1\tlocalhost\n# the node's\n\n# Entries added by HostAliases.\n123.45.67.89\tfoo\tbar\n"
+	if got := cat(st, "host"); got != want {
+		t.Errorf("host network: /etc/hosts is %q, want %q", got, want)
 	}
 }

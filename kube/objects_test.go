@@ -3,6 +3,7 @@ package kube_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,6 +146,49 @@ func TestObjectsForbidden(t *testing.T) {
 	}
 	if _, err := o.GetSecret(context.Background(), "default", "s"); !apierrors.IsForbidden(err) || errors.Is(err, nkruntime.ErrNotFound) {
 		t.Fatalf("err = %v; want Forbidden", err)
+	}
+}
+
+// TestObjectsRefusedThenAllowed checks that a refusal is not kept: a
+// node asks for a pod's configMap before the Node authorizer knows the
+// pod is bound to it, gets Forbidden (and the reflector's list too), and
+// the next Get once it is allowed returns the object.
+func TestObjectsRefusedThenAllowed(t *testing.T) {
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "cfg"}, Data: map[string]string{"data-1": "value-1"}}
+	client := fake.NewClientset(cm)
+	var allowed atomic.Bool
+	refuse := func(k8stesting.Action) (bool, runtime.Object, error) {
+		if allowed.Load() {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "cfg", errors.New("no relationship found between node and this object"))
+	}
+	client.PrependReactor("get", "configmaps", refuse)
+	client.PrependReactor("list", "configmaps", refuse)
+	// The fake clock holds the reflector in its back-off after the
+	// refused list: the Gets below are answered by reads.
+	o, err := kube.NewObjects(kube.ObjectsConfig{Client: client, Clock: clocktesting.NewFakeClock(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- o.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	for i := range 2 {
+		if _, err := o.GetConfigMap(ctx, "default", "cfg"); !apierrors.IsForbidden(err) || errors.Is(err, nkruntime.ErrNotFound) {
+			t.Fatalf("Get %d while refused: %v; want Forbidden, not NotFound", i, err)
+		}
+	}
+	allowed.Store(true)
+	got, err := o.GetConfigMap(ctx, "default", "cfg")
+	if err != nil || got.Data["data-1"] != "value-1" {
+		t.Fatalf("Get once allowed = %v, %v; want the configMap", got, err)
 	}
 }
 

@@ -3,16 +3,16 @@ package volumes
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // DownwardAPIPluginName is the name of the downwardAPI plugin.
@@ -180,11 +180,11 @@ func formatMap(m map[string]string) string {
 	return string(b)
 }
 
-// resourceFieldValue is the value of a resourceFieldRef: the named
-// container's request or limit divided by the divisor (1 by default) and
-// rounded up; cpu counts in millicores against the divisor's
-// millicores. A cpu, memory or ephemeral-storage limit the container does
-// not set (or sets to zero) is the node's allocatable amount.
+// resourceFieldValue is the value of a resourceFieldRef, which in a
+// volume must name its container: podutil.ResourceFieldValue, the
+// kubelet's (a cpu, memory or ephemeral-storage limit the container does
+// not set, or sets to zero, is the pod's, else the node's allocatable
+// amount).
 func resourceFieldValue(pod *v1.Pod, ref *v1.ResourceFieldSelector, allocatable v1.ResourceList) (string, error) {
 	if ref.ContainerName == "" {
 		return "", fmt.Errorf("containerName is required in a volume")
@@ -193,32 +193,11 @@ func resourceFieldValue(pod *v1.Pod, ref *v1.ResourceFieldSelector, allocatable 
 	if c == nil {
 		return "", fmt.Errorf("containerName: the pod has no container %q", ref.ContainerName)
 	}
-	kind, name, ok := strings.Cut(ref.Resource, ".")
-	res := v1.ResourceName(name)
-	hugePages := strings.HasPrefix(name, v1.ResourceHugePagesPrefix)
-	known := res == v1.ResourceCPU || res == v1.ResourceMemory || res == v1.ResourceEphemeralStorage || hugePages
-	if !ok || (kind != "limits" && kind != "requests") || !known {
-		return "", fmt.Errorf("resource: unsupported resource %q", ref.Resource)
+	v, err := podutil.ResourceFieldValue(pod, c, ref, allocatable)
+	if err != nil {
+		return "", fmt.Errorf("resource: %w", err)
 	}
-	var q resource.Quantity
-	if kind == "requests" {
-		q = c.Resources.Requests[res]
-	} else {
-		q = c.Resources.Limits[res]
-		if q.IsZero() && !hugePages {
-			if a, ok := allocatable[res]; ok {
-				q = a
-			}
-		}
-	}
-	divisor := ref.Divisor
-	if divisor.IsZero() {
-		divisor = resource.MustParse("1")
-	}
-	if res == v1.ResourceCPU {
-		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
-	}
-	return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
+	return v, nil
 }
 
 // podContainer finds a container or init container by name, as the

@@ -7,19 +7,23 @@
 #   pause:3.10.2                 the static pause program of hack/e2e
 #   e2e-test-images/busybox      busybox, every applet also under /bin
 #   e2e-test-images/agnhost      busybox + static agnhost at /agnhost (its
-#                                entrypoint), bash (also at /bin/bash, where
-#                                the specs run it) and curl with their
-#                                libraries, /uploads, the image's user 1000,
-#                                and agnhost's /localhost.crt and
+#                                entrypoint) and the link /agnhost-2 to it,
+#                                bash (also at /bin/bash, where the specs
+#                                run it) and curl with their libraries,
+#                                /uploads, the image's user 1000, and
+#                                agnhost's /localhost.crt and
 #                                /localhost.key (netexec --tls-cert-file)
 #   e2e-test-images/nginx        busybox httpd on :80 serving /usr/share/nginx/html
 #   e2e-test-images/nonroot      busybox with USER 1234
 #   e2e-test-images/nonewprivs   busybox + the setuid nnp program
 #   e2e-test-images/glibc-dns-testing  busybox + the host's dash, hostname and glibc
 #
-# CACHE/images/list holds "NAME FILE" per image. Archives newer than their
-# inputs, and made by scripts of the same content (CACHE/images/stamp), are
-# kept.
+# The images with glibc programs (agnhost, glibc-dns-testing) have an
+# /etc/nsswitch.conf that looks hosts up in files, then DNS.
+#
+# CACHE/images/list holds "NAME FILE" per image; CACHE/images/inputs.sha256
+# the digest of the inputs they were built from and the archives' sizes
+# and times: while it matches, the archives are kept.
 #
 # usage: images.sh CACHE   (CACHE/bin/agnhost and CACHE/bin/nnp must exist)
 set -euo pipefail
@@ -36,12 +40,12 @@ porter=$(cd "$here" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/a
 [ -f "$porter/localhost.crt" ] && [ -f "$porter/localhost.key" ] || { echo "conformance: $porter has no localhost.crt and localhost.key" >&2; exit 1; }
 e2e=registry.k8s.io/e2e-test-images
 
-# The inputs every archive depends on; a newer one rebuilds them all.
-inputs=("$here/images.sh" "$repo/hack/mkimage/main.go" "$repo/hack/e2e/pause.c" "$cache/bin/agnhost" "$cache/bin/nnp" "$busybox")
-# What the images are made of, by content: the archives of a checkout whose
-# scripts differ (another branch sharing the cache) are rebuilt, whatever
-# the files' times.
-stamp=$(cat "$here/images.sh" "$repo/hack/mkimage/main.go" "$repo/hack/e2e/pause.c" | sha256sum | cut -d' ' -f1)
+# The inputs every archive depends on; when their content changes (another
+# checkout's images.sh, a new agnhost), the images are built again. Times
+# would not tell: a checkout's older images.sh is not newer than archives
+# another one built.
+inputs=("$here/images.sh" "$repo/hack/mkimage/main.go" "$repo/hack/e2e/pause.c" "$cache/bin/agnhost" "$cache/bin/nnp" "$busybox" "$porter/localhost.crt" "$porter/localhost.key")
+digest=$(cat "${inputs[@]}" | sha256sum | cut -d' ' -f1)
 names=(
 	"registry.k8s.io/pause:3.10.2 pause.tar"
 	"$e2e/busybox:1.37.0-2 busybox.tar"
@@ -53,15 +57,16 @@ names=(
 	"$e2e/nonewprivs:1.4 nonewprivs.tar"
 	"$e2e/glibc-dns-testing:2.1.1 glibc-dns-testing.tar"
 )
-uptodate=1
-[ "$(cat "$out/stamp" 2>/dev/null)" = "$stamp" ] || uptodate=
-for n in "${names[@]}"; do
-	f=$out/${n#* }
-	[ -f "$f" ] || { uptodate=; break; }
-	for i in "${inputs[@]}"; do
-		[ "$f" -nt "$i" ] || { uptodate=; break 2; }
+# stamp is the inputs' digest and each archive's size and time: archives
+# that another script wrote since (an older checkout's) do not match it.
+stamp() {
+	echo "$digest"
+	for n in "${names[@]}"; do
+		stat -c '%n %s %Y' "$out/${n#* }" 2>/dev/null || echo "${n#* } missing"
 	done
-done
+}
+uptodate=1
+[ "$(cat "$out/inputs.sha256" 2>/dev/null)" = "$(stamp)" ] || uptodate=
 if [ -n "$uptodate" ]; then
 	echo "conformance: images present" >&2
 	printf '%s\n' "${names[@]}" >"$out/list"
@@ -89,10 +94,15 @@ bb=(-busybox "$busybox" -bin-links)
 mk -name registry.k8s.io/pause:3.10.2 -file "$out/pause=/pause" -entrypoint /pause -out "$out/pause.tar"
 mk -name "$e2e/busybox:1.37.0-2" "${bb[@]}" -cmd sh -out "$out/busybox.tar"
 
+# The glibc programs look names up in /etc/hosts first, as on Debian: with
+# no nsswitch.conf glibc would ask DNS first (the node's resolver).
+printf 'hosts: files dns\n' >"$out/nsswitch.conf"
+nss=(-file "$out/nsswitch.conf=/etc/nsswitch.conf" -mode /etc/nsswitch.conf=644)
+
 # shellcheck disable=SC2207 # word splitting of "-file SRC=DEST" pairs is wanted
-agnhost_extra=($(withlibs "$(command -v bash)" "$(command -v curl)"))
+agnhost_extra=($(withlibs "$(command -v bash)" "$(command -v curl)") "${nss[@]}")
 for tag in 2.66.1 2.55; do
-	mk -name "$e2e/agnhost:$tag" "${bb[@]}" -file "$cache/bin/agnhost=/agnhost" "${agnhost_extra[@]}" \
+	mk -name "$e2e/agnhost:$tag" "${bb[@]}" -file "$cache/bin/agnhost=/agnhost" -symlink /agnhost-2=agnhost "${agnhost_extra[@]}" \
 		-file "$(command -v bash)=/bin/bash" \
 		-file "$porter/localhost.crt=/localhost.crt" -file "$porter/localhost.key=/localhost.key" \
 		-mode /localhost.crt=644 -mode /localhost.key=644 \
@@ -115,9 +125,9 @@ mk -name "$e2e/nonewprivs:1.4" "${bb[@]}" -file "$cache/bin/nnp=/usr/local/bin/n
 
 # shellcheck disable=SC2207
 dns_extra=($(withlibs /bin/dash /bin/hostname))
-mk -name "$e2e/glibc-dns-testing:2.1.1" "${bb[@]}" "${dns_extra[@]}" -file /bin/dash=/bin/sh \
+mk -name "$e2e/glibc-dns-testing:2.1.1" "${bb[@]}" "${dns_extra[@]}" "${nss[@]}" -file /bin/dash=/bin/sh \
 	-cmd sh -out "$out/glibc-dns-testing.tar"
 
 printf '%s\n' "${names[@]}" >"$out/list"
-echo "$stamp" >"$out/stamp"
+stamp >"$out/inputs.sha256"
 echo "conformance: built ${#names[@]} images in $(($(date +%s) - start)) s" >&2

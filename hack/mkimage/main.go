@@ -9,7 +9,8 @@
 //
 // -file creates the parent directories of its destination; -bin-links
 // also links every busybox applet under /bin, as the busybox images of
-// Docker Hub have them.
+// Docker Hub have them; -symlink /DEST=TARGET adds a symbolic link (the
+// agnhost image's /agnhost-2 -> agnhost).
 //
 // The archive is an OCI image layout in a tar file, importable with
 // "ctr -n k8s.io images import"; with -layout DIR it writes the layout as
@@ -68,12 +69,14 @@ func main() {
 		modes      fileFlags
 		passwd     fileFlags
 		group      fileFlags
+		symlinks   fileFlags
 	)
 	flag.Var(&files, "file", "SRC=/DEST: add a host file to the image (repeatable)")
 	flag.Var(&dirs, "dir", "/DEST: add an empty directory, mode 0755 (repeatable)")
 	flag.Var(&modes, "mode", "/DEST=OCTAL: set the mode of a file or directory of the image, such as 4755 (repeatable)")
 	flag.Var(&passwd, "passwd", "a line to add to /etc/passwd (repeatable)")
 	flag.Var(&group, "group", "a line to add to /etc/group (repeatable)")
+	flag.Var(&symlinks, "symlink", "/DEST=TARGET: add a symbolic link to TARGET (repeatable)")
 	flag.Parse()
 	if *name == "" || (*out == "" && *layout == "") {
 		fmt.Fprintln(os.Stderr, "mkimage: -name and one of -out or -layout are required")
@@ -81,7 +84,7 @@ func main() {
 	}
 	o := options{name: *name, out: *out, layout: *layout, busybox: *busybox, binLinks: *binLinks,
 		entrypoint: *entrypoint, cmd: *cmd, user: *user, workdir: *workdir,
-		files: files, dirs: dirs, modes: modes, passwd: passwd, group: group}
+		files: files, dirs: dirs, modes: modes, passwd: passwd, group: group, symlinks: symlinks}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "mkimage:", err)
 		os.Exit(1)
@@ -95,6 +98,7 @@ type options struct {
 	entrypoint, cmd, user, workdir string
 	files, dirs, modes             []string
 	passwd, group                  []string
+	symlinks                       []string
 }
 
 func run(o options) error {
@@ -165,6 +169,15 @@ func run(o options) error {
 		p := strings.TrimPrefix(dest, "/")
 		parents(p)
 		entries[p] = entry{name: p, mode: 0o755, typ: tar.TypeReg, data: data}
+	}
+	for _, l := range o.symlinks {
+		dest, target, ok := strings.Cut(l, "=")
+		if !ok || !strings.HasPrefix(dest, "/") || target == "" {
+			return fmt.Errorf("-symlink %q: want /DEST=TARGET", l)
+		}
+		p := strings.TrimSuffix(strings.TrimPrefix(dest, "/"), "/")
+		parents(p)
+		entries[p] = entry{name: p, mode: 0o777, typ: tar.TypeSymlink, linkname: target}
 	}
 	for _, m := range o.modes {
 		dest, octal, ok := strings.Cut(m, "=")

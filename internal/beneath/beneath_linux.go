@@ -12,7 +12,8 @@ import (
 )
 
 // MkdirAll opens base/sub without leaving base, creating the missing
-// directories of sub with perm, and returns the canonical path of what it
+// directories of sub with mode perm (its permission bits and its setuid,
+// setgid and sticky bits, whatever the umask), and returns the canonical path of what it
 // opened (read back from the descriptor, so it holds no symlink). base is
 // trusted; sub must be relative and have no "..". A sub that resolves
 // outside base fails with ErrEscapes, and nothing is created outside
@@ -108,21 +109,48 @@ func walkOpenat2(baseFd int, els []string, perm os.FileMode) (int, error) {
 		}
 	}
 	for _, el := range els[i:] {
-		if err := unix.Mkdirat(parent, el, uint32(perm.Perm())); err != nil && !errors.Is(err, unix.EEXIST) {
+		merr := unix.Mkdirat(parent, el, uint32(perm.Perm()))
+		if merr != nil && !errors.Is(merr, unix.EEXIST) {
 			unix.Close(parent)
-			return -1, err
+			return -1, merr
 		}
 		next, err := openat2(parent, el, &unix.OpenHow{
 			Flags:   pathFlags | unix.O_DIRECTORY | unix.O_NOFOLLOW,
 			Resolve: beneath | unix.RESOLVE_NO_SYMLINKS,
 		})
 		unix.Close(parent)
+		if err == nil && merr == nil {
+			err = chmodFd(next, perm)
+		}
 		if err != nil {
+			if next >= 0 {
+				unix.Close(next)
+			}
 			return -1, err
 		}
 		parent = next
 	}
 	return parent, nil
+}
+
+// chmodFd gives the directory open at fd (an O_PATH descriptor, which
+// fchmod refuses) the mode perm, through its /proc/self/fd link, which
+// leads to that very directory whatever its path has become since.
+func chmodFd(fd int, perm os.FileMode) error {
+	mode := uint32(perm.Perm())
+	if perm&os.ModeSetuid != 0 {
+		mode |= unix.S_ISUID
+	}
+	if perm&os.ModeSetgid != 0 {
+		mode |= unix.S_ISGID
+	}
+	if perm&os.ModeSticky != 0 {
+		mode |= unix.S_ISVTX
+	}
+	if err := unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), mode); err != nil {
+		return &os.PathError{Op: "chmod", Path: "/proc/self/fd/" + strconv.Itoa(fd), Err: err}
+	}
+	return nil
 }
 
 // walkNoFollow opens els one at a time with O_NOFOLLOW, refusing any
@@ -135,14 +163,22 @@ func walkNoFollow(baseFd int, els []string, perm os.FileMode) (int, error) {
 	}
 	for i, el := range els {
 		fd, err := unix.Openat(parent, el, pathFlags|unix.O_NOFOLLOW, 0)
+		made := false
 		if errors.Is(err, unix.ENOENT) {
 			if err = unix.Mkdirat(parent, el, uint32(perm.Perm())); err == nil || errors.Is(err, unix.EEXIST) {
+				made = err == nil
 				fd, err = unix.Openat(parent, el, pathFlags|unix.O_NOFOLLOW|unix.O_DIRECTORY, 0)
 			}
 		}
 		unix.Close(parent)
 		if err != nil {
 			return -1, err
+		}
+		if made {
+			if err := chmodFd(fd, perm); err != nil {
+				unix.Close(fd)
+				return -1, err
+			}
 		}
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {

@@ -116,3 +116,34 @@ func TestMkdirAllRejectsAbsoluteAndDotDot(t *testing.T) {
 		t.Errorf("a rejected path created a directory: %v", err)
 	}
 }
+
+func TestMkdirAllGivesCreatedDirectoriesTheWholeMode(t *testing.T) {
+	// The umask (022 at least under go test) must not take bits, and the
+	// setgid and sticky bits are kept, as the kubelet gives a subPath
+	// the mode of its volume; directories that exist are left alone.
+	perm := 0o777 | os.ModeSetgid | os.ModeSticky
+	for _, mode := range []struct {
+		name       string
+		useOpenat2 bool
+	}{{"openat2", true}, {"O_NOFOLLOW walk", false}} {
+		t.Run(mode.name, func(t *testing.T) {
+			vol, _ := tree(t)
+			if _, err := mkdirAll(vol, "real/made/deeper", perm, mode.useOpenat2); err != nil {
+				t.Fatal(err)
+			}
+			for p, want := range map[string]os.FileMode{
+				"real":             os.ModeDir | 0o755,
+				"real/made":        os.ModeDir | perm,
+				"real/made/deeper": os.ModeDir | perm,
+			} {
+				st, err := os.Stat(filepath.Join(vol, p))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Mode() != want {
+					t.Errorf("%s: mode %v, want %v", p, st.Mode(), want)
+				}
+			}
+		})
+	}
+}

@@ -22,6 +22,9 @@ const (
 	DefaultPodLogsDir = "/var/log/pods"
 	DefaultPodsDir    = "/var/lib/nodekit/pods"
 	DefaultResolvConf = "/etc/resolv.conf"
+	// DefaultNodeHostsFile is the node's hosts file, which host-network
+	// pods get.
+	DefaultNodeHostsFile = "/etc/hosts"
 	// Crash-loop back-off: 10 s doubling to 5 min, reset after a
 	// container ran 10 min.
 	DefaultCrashLoopInitial = 10 * time.Second
@@ -109,10 +112,15 @@ type Config struct {
 	// (<root>/<namespace>_<name>_<uid>/<container>/<restart>.log).
 	// Default DefaultPodLogsDir. Must be absolute.
 	PodLogsDir string
-	// PodsDir holds per-pod state on the host: termination message files
-	// at <root>/<uid>/containers/<container>/<id>. Default
-	// DefaultPodsDir. Must be absolute.
+	// PodsDir holds per-pod state on the host: the pod's hosts file at
+	// <root>/<uid>/etc-hosts and termination message files at
+	// <root>/<uid>/containers/<container>/<id>. Default DefaultPodsDir.
+	// Must be absolute.
 	PodsDir string
+	// NodeHostsFile is the node's hosts file: a host-network pod's
+	// containers get its content (after a header, and followed by the
+	// pod's hostAliases) at /etc/hosts. Default DefaultNodeHostsFile.
+	NodeHostsFile string
 
 	// Objects resolves configMaps and secrets. Nil: a pod that refers to
 	// one fails with CreateContainerConfigError (or pulls without the
@@ -160,7 +168,9 @@ type Config struct {
 
 	// ClusterDNS and ClusterDomain serve dnsPolicy ClusterFirst; without
 	// ClusterDNS such pods fall back to the node's resolver, as with the
-	// kubelet. ResolvConf is the node's resolver file for dnsPolicy
+	// kubelet. ClusterDomain also ends the domain of a pod with a
+	// subdomain (<subdomain>.<namespace>.svc.<ClusterDomain>) in its
+	// /etc/hosts and, under setHostnameAsFQDN, its hostname. ResolvConf is the node's resolver file for dnsPolicy
 	// Default (default DefaultResolvConf; "-" for none).
 	ClusterDNS    []string
 	ClusterDomain string
@@ -204,6 +214,9 @@ func (c *Config) defaults() error {
 	}
 	if c.ResolvConf == "" {
 		c.ResolvConf = DefaultResolvConf
+	}
+	if c.NodeHostsFile == "" {
+		c.NodeHostsFile = DefaultNodeHostsFile
 	}
 	if c.SeccompRoot == "" {
 		c.SeccompRoot = "/var/lib/kubelet/seccomp"

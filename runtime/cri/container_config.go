@@ -69,6 +69,11 @@ func (r *Runtime) containerConfig(ctx context.Context, pod *v1.Pod, s containerS
 	if err != nil {
 		return nil, err
 	}
+	if m, err := r.hostsMount(pod, c, podIPs); err != nil {
+		return nil, fmt.Errorf("%s: /etc/hosts: %w", s.field, err)
+	} else if m != nil {
+		mounts = append(mounts, m)
+	}
 	if m, err := r.terminationMessageMount(pod, c); err != nil {
 		return nil, fmt.Errorf("%s.terminationMessagePath: %w", s.field, err)
 	} else if m != nil {

@@ -67,8 +67,9 @@
 //     over them and $(VAR) in env values sees them after its own. Without
 //     Config.Services there are none, as with a kubelet without an API
 //     server. The
-//     downward API (fieldRef, resourceFieldRef with divisors and the
-//     node's allocatable when there is no limit), working dir, CPU shares
+//     downward API (fieldRef, resourceFieldRef with divisors; a cpu,
+//     memory or ephemeral-storage limit the container does not set is the
+//     pod-level limit, else Config.NodeAllocatable's), working dir, CPU shares
 //     from requests, CFS quota from limits, the memory limit, the OOM
 //     score of the pod's QoS class, the security context (run as
 //     user/group, runAsNonRoot enforced against runAsUser or the image's
@@ -79,13 +80,29 @@
 //     resolved with openat2 RESOLVE_BENEATH (or, without openat2, an
 //     O_NOFOLLOW walk that refuses every symlink), missing directories
 //     made with mkdirat beneath their verified parent so a refused subPath
-//     creates nothing outside, and the runtime given the canonical path
+//     creates nothing outside, with the volume's own mode as the kubelet
+//     gives them (an emptyDir's 0777 and fsGroup setgid bit, so a
+//     container of any user can write there), and the runtime given the canonical path
 //     read back from the descriptor (see below for how that differs from
 //     the kubelet), the
 //     termination message file, the kubelet's labels and annotations and
 //     log layout (<PodLogsDir>/<namespace>_<name>_<uid>/<container>/<n>.log).
+//   - /etc/hosts, the kubelet's: every container (init and ephemeral ones
+//     too) gets the pod's hosts file, <PodsDir>/<uid>/etc-hosts, mounted
+//     writable at /etc/hosts, unless one of its volumeMounts is at
+//     /etc/hosts, or the pod is on the pod network and has no IP. On the
+//     pod network the file is "# Kubernetes-managed hosts file.", the
+//     localhost lines, then each pod IP with the pod's FQDN and hostname
+//     (the hostname alone without a subdomain); on the host network it is
+//     a header line and the node's file (Config.NodeHostsFile); both end
+//     with the pod's hostAliases under "# Entries added by HostAliases.".
+//     It is written, in place, before each container is created.
 //   - Sandbox config: hostname (hostnameOverride, else hostname, else the
-//     pod name, cut to 63 characters without a trailing '-' or '.'), port
+//     pod name, cut to 63 characters without a trailing '-' or '.'; under
+//     setHostnameAsFQDN with a subdomain, the FQDN
+//     <hostname>.<subdomain>.<namespace>.svc.<ClusterDomain>, at most 64
+//     characters; a hostname, subdomain or hostnameOverride that is not a
+//     valid DNS name is an error naming the field), port
 //     mappings, host network/PID/IPC, privileged when any init, regular or
 //     ephemeral container is, sysctls, seccomp, DNS from dnsPolicy and dnsConfig (ClusterFirst
 //     falls back to the node's resolver when Config.ClusterDNS is empty,
@@ -228,7 +245,6 @@
 //     failure, a kill error); the kubelet lets it crash the process. A
 //     library embedded in a larger program must not take it down for one
 //     pod's bad data.
-//   - /etc/hosts is left to the runtime.
 //   - A subPath is handed to the runtime as its canonical host path, not
 //     as a private bind mount of the opened descriptor: that needs mount
 //     privilege and teardown, and containerd resolves the host path again

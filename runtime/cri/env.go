@@ -5,15 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
-	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -191,8 +189,11 @@ func (r *Runtime) configMap(ctx context.Context, pod *v1.Pod, name, field string
 		return nil, fmt.Errorf("%s: configMap %s/%s: no object source is configured", field, pod.Namespace, name)
 	}
 	cm, err := r.cfg.Objects.GetConfigMap(ctx, pod.Namespace, name)
-	if err != nil {
+	if isNotFoundObject(err) {
 		return nil, fmt.Errorf("%s: configmap %q not found: %w", field, name, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: configmap %q: %w", field, name, err)
 	}
 	return cm, nil
 }
@@ -202,8 +203,11 @@ func (r *Runtime) secret(ctx context.Context, pod *v1.Pod, name, field string) (
 		return nil, fmt.Errorf("%s: secret %s/%s: no object source is configured", field, pod.Namespace, name)
 	}
 	s, err := r.cfg.Objects.GetSecret(ctx, pod.Namespace, name)
-	if err != nil {
+	if isNotFoundObject(err) {
 		return nil, fmt.Errorf("%s: secret %q not found: %w", field, name, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: secret %q: %w", field, name, err)
 	}
 	return s, nil
 }
@@ -267,9 +271,10 @@ func subscript(path, prefix string) (string, bool) {
 	return strings.TrimSuffix(rest, "']"), true
 }
 
-// resourceField resolves a resourceFieldRef: the container's limit (the
-// node's allocatable when there is none) or request, divided by the
-// divisor and rounded up, as the kubelet computes it.
+// resourceField resolves a resourceFieldRef of the container, or of
+// the one it names, as the kubelet does (podutil.ResourceFieldValue): a
+// limit the container does not set is the pod's, else the node's
+// allocatable (Config.NodeAllocatable).
 func (r *Runtime) resourceField(ec envContext, ref *v1.ResourceFieldSelector) (string, error) {
 	c := ec.container
 	if ref.ContainerName != "" && ref.ContainerName != c.Name {
@@ -278,34 +283,7 @@ func (r *Runtime) resourceField(ec envContext, ref *v1.ResourceFieldSelector) (s
 			return "", fmt.Errorf("no container named %q", ref.ContainerName)
 		}
 	}
-	divisor := ref.Divisor
-	if divisor.IsZero() {
-		divisor = resource.MustParse("1")
-	}
-	kind, name, ok := strings.Cut(ref.Resource, ".")
-	if !ok || (kind != "limits" && kind != "requests") {
-		return "", fmt.Errorf("unsupported resource %q", ref.Resource)
-	}
-	res := v1.ResourceName(name)
-	var q resource.Quantity
-	if kind == "limits" {
-		var found bool
-		if q, found = c.Resources.Limits[res]; !found {
-			q = r.cfg.NodeAllocatable[res]
-		}
-	} else {
-		q = c.Resources.Requests[res]
-	}
-	switch res {
-	case v1.ResourceCPU:
-		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
-	case v1.ResourceMemory, v1.ResourceEphemeralStorage:
-		return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
-	}
-	if strings.HasPrefix(name, v1.ResourceHugePagesPrefix) {
-		return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
-	}
-	return "", fmt.Errorf("unsupported resource %q", ref.Resource)
+	return podutil.ResourceFieldValue(ec.pod, c, ref, r.cfg.NodeAllocatable)
 }
 
 // findContainer finds a container of any kind by name.

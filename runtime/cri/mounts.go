@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,7 +81,8 @@ func hasVolume(pod *v1.Pod, name string) bool {
 
 // subPath resolves sub beneath the volume directory base and returns the
 // host path to mount. sub must be relative with no ".."; missing
-// directories are created, as the kubelet does, but only beneath base:
+// directories are created, as the kubelet does, with base's mode (its
+// permission, setuid, setgid and sticky bits), but only beneath base:
 // resolution and creation go through descriptors (internal/beneath), so a
 // symlink that leads out of the volume is refused before anything is
 // made. The path returned is the canonical one read back from the opened
@@ -103,7 +105,15 @@ func subPath(base, sub string) (string, error) {
 			return "", fmt.Errorf("%q must not contain '..'", sub)
 		}
 	}
-	p, err := beneath.MkdirAll(base, filepath.ToSlash(sub), 0o750)
+	// The directories made get the volume's own mode, setgid and sticky
+	// bits included, as the kubelet gives them: an emptyDir's 0777 (with
+	// the setgid bit of an fsGroup), so any user of the pod can write.
+	st, err := os.Stat(base)
+	if err != nil {
+		return "", err
+	}
+	perm := st.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
+	p, err := beneath.MkdirAll(base, filepath.ToSlash(sub), perm)
 	if errors.Is(err, beneath.ErrEscapes) {
 		return "", fmt.Errorf("%q resolves outside its volume", sub)
 	}
@@ -116,7 +126,11 @@ func (r *Runtime) terminationMessageMount(pod *v1.Pod, c *v1.Container) (*runtim
 	if c.TerminationMessagePath == "" {
 		return nil, nil
 	}
-	dir := filepath.Join(r.cfg.PodsDir, string(pod.UID), "containers", c.Name)
+	podDir, err := r.podDir(pod)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(podDir, "containers", c.Name)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("termination message directory: %w", err)
 	}

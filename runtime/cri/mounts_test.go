@@ -65,3 +65,47 @@ func TestRejectedSubPathCreatesNothingOutsideTheVolume(t *testing.T) {
 		}
 	}
 }
+
+func TestSubPathDirectoriesTakeTheVolumesMode(t *testing.T) {
+	// As the kubelet: an emptyDir (0777, with the setgid bit of an
+	// fsGroup, and the sticky bit of a tmpfs) gives a new subPath
+	// directory the same mode, so a container of any user can write to it;
+	// a directory that exists keeps its own.
+	for _, tc := range []struct {
+		name string
+		mode os.FileMode
+	}{
+		{"emptyDir with an fsGroup on tmpfs", 0o777 | os.ModeSetgid | os.ModeSticky},
+		{"emptyDir", 0o777},
+		{"private directory", 0o750},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := t.TempDir()
+			if err := os.Mkdir(filepath.Join(data, "existing"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(data, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			h := newHarness(t, fakecri.Config{}, func(c *cri.Config) { c.Volumes = volumeDirs{"data": data} })
+			pod := testPod(v1.RestartPolicyAlways, nil, "app", "old")
+			pod.Spec.Volumes = []v1.Volume{{Name: "data"}}
+			pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data", SubPath: "test-sub/deeper"}}
+			pod.Spec.Containers[1].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data", SubPath: "existing"}}
+			h.sync(pod)
+			for p, want := range map[string]os.FileMode{
+				"test-sub":        tc.mode,
+				"test-sub/deeper": tc.mode,
+				"existing":        0o700,
+			} {
+				st, err := os.Stat(filepath.Join(data, p))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Mode() != os.ModeDir|want {
+					t.Errorf("%s: mode %v, want %v", p, st.Mode(), os.ModeDir|want)
+				}
+			}
+		})
+	}
+}

@@ -64,7 +64,7 @@ func (r *Runtime) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 		},
 	}
 	if !pod.Spec.HostNetwork {
-		h, err := podHostname(pod)
+		h, err := sandboxHostname(pod, r.cfg.ClusterDomain)
 		if err != nil {
 			return nil, err
 		}
@@ -139,18 +139,32 @@ func hasPrivilegedContainer(pod *v1.Pod) bool {
 // nodename field holds 64 bytes including the terminating NUL.
 const maxHostnameLen = 63
 
-// podHostname is the hostname a pod's sandbox gets, as the kubelet
-// chooses it: spec.hostnameOverride if set, else spec.hostname, else the
-// pod name; cut to 63 characters, then stripped of trailing '-' and '.'
-// so the result is still a valid name.
-func podHostname(pod *v1.Pod) (string, error) {
-	h, field := pod.Name, "metadata.name"
-	switch {
-	case pod.Spec.HostnameOverride != nil:
-		h, field = *pod.Spec.HostnameOverride, "spec.hostnameOverride"
-	case pod.Spec.Hostname != "":
-		h, field = pod.Spec.Hostname, "spec.hostname"
+// maxFQDNLen is the longest FQDN the kubelet gives the kernel under
+// setHostnameAsFQDN.
+const maxFQDNLen = 64
+
+// sandboxHostname is the hostname a pod's sandbox gets, as the kubelet
+// chooses it: the pod's hostname (podHostnameAndDomain), or under
+// setHostnameAsFQDN with a domain, hostname.domain, which must fit in 64
+// characters.
+func sandboxHostname(pod *v1.Pod, clusterDomain string) (string, error) {
+	h, domain, err := podHostnameAndDomain(pod, clusterDomain)
+	if err != nil {
+		return "", err
 	}
+	if fqdn := pod.Spec.SetHostnameAsFQDN; fqdn != nil && *fqdn && domain != "" {
+		h += "." + domain
+		if len(h) > maxFQDNLen {
+			return "", fmt.Errorf("cri: pod %s: spec.setHostnameAsFQDN: the FQDN %q is %d characters long, more than %d: %w",
+				podRef(pod), h, len(h), maxFQDNLen, runtime.ErrInvalidArgument)
+		}
+	}
+	return h, nil
+}
+
+// cutHostname cuts h, from field, to 63 characters, then strips trailing
+// '-' and '.' so the result is still a valid name.
+func cutHostname(pod *v1.Pod, field, h string) (string, error) {
 	if len(h) <= maxHostnameLen {
 		return h, nil
 	}

@@ -385,8 +385,8 @@ func TestTerminationMessage(t *testing.T) {
 		}
 	}
 	m := h.rec.config("written").GetMounts()
-	if len(m) != 1 || m[0].GetContainerPath() != "/dev/termination-log" {
-		t.Errorf("mounts %v, want the termination message file", m)
+	if len(m) != 2 || m[0].GetContainerPath() != "/etc/hosts" || m[1].GetContainerPath() != "/dev/termination-log" {
+		t.Errorf("mounts %v, want the pod's hosts file, then the termination message file", m)
 	}
 }
 
