@@ -16,7 +16,7 @@
 #      also on failure or interrupt
 #
 # usage: run.sh [--focus REGEX] [--subset] [--procs N] [--timeout MINUTES]
-#               [--results DIR] [--build-only]
+#               [--results DIR] [--build-only] [--require-pass]
 #
 #   --focus REGEX    only the specs whose full text matches REGEX
 #   --subset         only the SUBSET below (about 20 specs, a few minutes)
@@ -26,6 +26,8 @@
 #   --results DIR    where the results go (default: a new directory under
 #                    CACHE/results, also linked as CACHE/results/latest)
 #   --build-only     build, then stop
+#   --require-pass   exit 1 unless every selected spec ran and passed
+#                    (make test runs the subset so)
 #
 # Environment: NODEKIT_CONFORMANCE_CACHE (the build cache, default
 # ~/.cache/nodekit/conformance), NODEKIT_CONFORMANCE_DIR (scratch, default
@@ -34,7 +36,8 @@
 # openssl, curl and the Debian packages of hack/e2e/install.sh.
 #
 # It exits 0 when the suite ran, whatever the specs' results (they are
-# the report); non-zero when the cluster could not be set up.
+# the report), unless --require-pass; non-zero when the cluster could not
+# be set up.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -43,8 +46,9 @@ niceness=${NODEKIT_CONFORMANCE_NICE:-19}
 label_filter='NodeConformance && !Slow && !Serial && !Disruptive && !Flaky'
 node_name=localhost
 
-# SUBSET: about 20 fast specs over pod lifecycle, probes, volumes, logs
-# and exec, for a quick check (meant for "make test" once they pass).
+# SUBSET: 20 fast specs over pod lifecycle, probes, volumes, logs, exec
+# and security context, for a quick check; "make test" runs them with
+# --require-pass (make conformance-subset).
 # Each entry is a regular expression matched against the spec's text.
 SUBSET=(
 	'Pods should get a host IP'
@@ -66,7 +70,7 @@ SUBSET=(
 	'Downward API volume should provide podname only'
 	'\] Projected configMap should be consumable from pods in volume \['
 	'Kubelet when scheduling a busybox command in a pod should print the output to logs'
-	'\] PrivilegedPod should enable privileged commands'
+	'Security Context When creating a container with runAsUser should run the container with uid 65534'
 )
 
 focus=
@@ -74,6 +78,7 @@ procs=16
 timeout_min=60
 results=
 build_only=
+require_pass=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--focus) focus=${2:?--focus needs a REGEX}; shift 2 ;;
@@ -82,6 +87,7 @@ while [ $# -gt 0 ]; do
 	--timeout) timeout_min=${2:?--timeout needs MINUTES}; shift 2 ;;
 	--results) results=${2:?--results needs DIR}; shift 2 ;;
 	--build-only) build_only=1; shift ;;
+	--require-pass) require_pass=1; shift ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
 	*) echo "conformance: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
@@ -390,4 +396,16 @@ else
 	log "ginkgo wrote no report; see $results/ginkgo.log"
 	tail -n 30 "$results/ginkgo.log" >&2
 	exit 1
+fi
+if [ -n "$require_pass" ]; then
+	# Every selected spec must have passed: none failed, skipped or left
+	# unrun (a suite cut short by --timeout leaves specs unrun).
+	bad=$(awk -F'\t' 'NR > 1 && $2 != "passed" { print $2 ": " $3 }' "$results/specs.tsv")
+	ran=$(awk -F'\t' 'NR > 1 && $2 == "passed"' "$results/specs.tsv" | wc -l)
+	if [ -n "$bad" ] || [ "$ran" -eq 0 ]; then
+		log "--require-pass: $ran passed; not passed:"
+		echo "${bad:-(no spec ran)}" >&2
+		exit 1
+	fi
+	log "--require-pass: all $ran selected specs passed"
 fi
