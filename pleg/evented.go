@@ -454,6 +454,14 @@ func (e *Evented) stream(ctx context.Context) error {
 			if !next.IsZero() {
 				due = e.cfg.Clock.NewTimer(max(next.Sub(e.cfg.Clock.Now()), 0))
 				dueC = due.C()
+				if !next.After(e.cfg.Clock.Now()) {
+					// The clock passed next while the timer was being
+					// set, which then fires that much late: handle it
+					// now.
+					due.Stop()
+					due, dueC, dueAt = nil, nil, time.Time{}
+					continue
+				}
 			}
 		}
 		select {
@@ -544,16 +552,23 @@ wait:
 			e.relist(ctx)
 		}
 	}
-	settle := e.cfg.Clock.NewTimer(settleTime)
-	defer settle.Stop()
+	return e.awaitEvent(ctx, errc, settleTime)
+}
+
+// awaitEvent waits for d, or until an event is queued (which it leaves
+// queued for the inspector); it returns the stream's error or ctx's if
+// either comes first.
+func (e *Evented) awaitEvent(ctx context.Context, errc <-chan error, d time.Duration) error {
+	t := e.cfg.Clock.NewTimer(d)
+	defer t.Stop()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("pleg: container events: %w", err)
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-e.queue.ready:
-		e.queue.signal()
-	case <-settle.C():
+		e.queue.signal() // put it back for the inspector
+	case <-t.C():
 	}
 	return nil
 }
@@ -565,16 +580,8 @@ wait:
 // and what happens meanwhile comes as no event: this relist finds it.
 // Events received meanwhile wait in the queue.
 func (e *Evented) catchUp(ctx context.Context, errc <-chan error) error {
-	t := e.cfg.Clock.NewTimer(e.cfg.RelistPeriod)
-	defer t.Stop()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("pleg: container events: %w", err)
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-e.queue.ready:
-		e.queue.signal() // put it back for the inspector
-	case <-t.C():
+	if err := e.awaitEvent(ctx, errc, e.cfg.RelistPeriod); err != nil {
+		return err
 	}
 	e.relist(ctx)
 	return nil
