@@ -32,7 +32,10 @@
 # Environment: NODEKIT_CONFORMANCE_CACHE (the build cache, default
 # ~/.cache/nodekit/conformance), NODEKIT_CONFORMANCE_DIR (scratch, default
 # /tmp/nodekit-conformance), NODEKIT_CONFORMANCE_NICE (niceness of
-# everything it runs, default 19). Needs root (containerd, mounts), Go,
+# everything it runs, default 19), NODEKIT_CONFORMANCE_BRIDGE and
+# NODEKIT_CONFORMANCE_SUBNET (the pods' CNI bridge, default nk-conf0 and
+# 10.213.99.0/24; with another scratch directory they let two runs share
+# a machine, though specs that bind host ports may then collide). Needs root (containerd, mounts), Go,
 # openssl, curl and the Debian packages of hack/e2e/install.sh.
 #
 # It exits 0 when the suite ran, whatever the specs' results (they are
@@ -43,6 +46,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 scratch=${NODEKIT_CONFORMANCE_DIR:-/tmp/nodekit-conformance}
 niceness=${NODEKIT_CONFORMANCE_NICE:-19}
+bridge=${NODEKIT_CONFORMANCE_BRIDGE:-nk-conf0}
+subnet=${NODEKIT_CONFORMANCE_SUBNET:-10.213.99.0/24}
 label_filter='NodeConformance && !Slow && !Serial && !Disruptive && !Flaky'
 node_name=localhost
 
@@ -307,7 +312,7 @@ wait_for "the controller manager made the default service account" 120 kubectl g
 # containerd, by the repo's own script, on a bridge of its own; every
 # image registry is sent to a closed loopback port (no pull leaves the
 # machine), the test images are imported under their exact names.
-NODEKIT_E2E_BRIDGE=nk-conf0 NODEKIT_E2E_SUBNET=10.213.99.0/24 n "$repo/hack/e2e/up.sh" "$scratch/containerd" >&2
+NODEKIT_E2E_BRIDGE=$bridge NODEKIT_E2E_SUBNET=$subnet n "$repo/hack/e2e/up.sh" "$scratch/containerd" >&2
 mkdir -p "$scratch/containerd/certs.d/_default"
 cat >"$scratch/containerd/certs.d/_default/hosts.toml" <<'EOF'
 # No registry is reachable from the test machine: every pull fails at once
