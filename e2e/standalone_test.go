@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,7 +42,7 @@ func TestStandaloneAgentOnContainerd(t *testing.T) {
 	cmd := exec.Command(bin, "--runtime-endpoint", endpoint, "--manifests", "../examples/standalone/manifests",
 		"--listen", addr, "--node-name", node, "--pod-logs-dir", filepath.Join(dir, "logs"), "--pods-dir", filepath.Join(dir, "pods"), "--quiet")
 	stdout, _ := cmd.StdoutPipe()
-	var stderr strings.Builder
+	var stderr syncBuffer // written by the command's copier while read here
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -204,4 +206,22 @@ func removeNodePods(t *testing.T, c *criclient.Client, node string) {
 		t.Errorf("%d of the 2 long-running pods' sandboxes are ready after the agent exited, want both left running", left)
 	}
 	removePodsOf(t, c, node)
+}
+
+// syncBuffer is a buffer that a command writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
