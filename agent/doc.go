@@ -123,8 +123,9 @@
 // (kubelet_preemptions counts them).
 //
 // Eviction (Config.Eviction, off by default): an eviction.Manager reads
-// the node server's stats every 10s and evicts one pod per pass while a
-// threshold is met; the agent records the pod Failed with reason Evicted
+// the node server's stats every 10s (with the default stats, each pod's
+// volumes measured by the volume manager, so emptyDir sizeLimits are
+// enforced) and evicts one pod per pass while a threshold is met; the agent records the pod Failed with reason Evicted
 // and the kubelet's message (with a DisruptionTarget condition, reason
 // TerminationByKubelet, when a threshold was met rather than a local
 // storage limit) and has its worker kill it within the

@@ -1,7 +1,9 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -19,6 +21,7 @@ import (
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/runtime/fakecri"
 	"github.com/nodekit/nodekit/server"
+	"github.com/nodekit/nodekit/volumes"
 )
 
 // lowMemory is a node where the pod "hog" uses 300Mi, with 50Mi of
@@ -312,5 +315,50 @@ func TestDiskPressureOnFakecri(t *testing.T) {
 	}
 	if s, _ := f.history.last("quiet"); s.Phase != v1.PodRunning {
 		t.Errorf("quiet is %s, want Running: one eviction per pass, the largest user first", s.Phase)
+	}
+}
+
+// A pod that writes past its emptyDir's sizeLimit is evicted by the
+// agent with its default stats (server.CRIStats over the runtime): the
+// volume manager measures the volume on disk, so the eviction manager
+// sees its usage, and the pod ends Failed with reason Evicted and the
+// kubelet's message naming the volume and its limit.
+func TestEmptyDirSizeLimitEvictsThroughTheAgent(t *testing.T) {
+	fake := newFake(t)
+	dir := t.TempDir()
+	podsDir := filepath.Join(dir, "pods")
+	events := &eventLog{}
+	f := &fidelity{t: t, fake: fake, api: podsource.NewChannel("api", 16), history: &history{}}
+	a, err := agent.New(agent.Config{
+		NodeName: "node", RuntimeService: fake, ImageService: fake, Sources: []podsource.Source{f.api}, StatusSink: f.history,
+		RelistPeriod: 20 * time.Millisecond, HousekeepingPeriod: 50 * time.Millisecond, BackOffPeriod: 50 * time.Millisecond,
+		CRI:      cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: podsDir, ResolvConf: "-"},
+		Eviction: &agent.EvictionConfig{MonitoringInterval: 50 * time.Millisecond, Thresholds: []eviction.Threshold{}},
+		Events:   events.add,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilCleanup(t, a)
+	f.send(podsource.SET)
+	pod := apiPod("filler", v1.RestartPolicyAlways, []string{"main"})
+	pod.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{SizeLimit: ptr(resource.MustParse("1Mi"))}}}}
+	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+	f.send(podsource.ADD, pod)
+	f.waitFor("filler", "running", func(s v1.PodStatus) bool { return s.Phase == v1.PodRunning })
+	// What the container would write into the volume.
+	scratch := volumes.VolumeDir(filepath.Join(podsDir, string(pod.UID)), volumes.EmptyDirPluginName, "scratch")
+	if err := os.WriteFile(filepath.Join(scratch, "f"), bytes.Repeat([]byte{1}, 2<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := f.waitFor("filler", "evicted and stopped", func(s v1.PodStatus) bool {
+		return s.Phase == v1.PodFailed && len(s.ContainerStatuses) == 1 && s.ContainerStatuses[0].State.Terminated != nil
+	})
+	const want = `Usage of EmptyDir volume "scratch" exceeds the limit "1Mi". `
+	if got.Reason != "Evicted" || got.Message != want {
+		t.Errorf("filler: reason %q message %q, want Evicted %q", got.Reason, got.Message, want)
+	}
+	if !events.has("Evicted: " + want) {
+		t.Errorf("no Evicted event: %v", events.list)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekit/nodekit/server"
 )
@@ -92,9 +93,17 @@ func (a *Agent) newServer() (*server.Server, error) {
 	}
 	cfg.Stats = a.cfg.Server.Stats
 	if cfg.Stats == nil && a.cfg.RuntimeService != nil {
-		stats, err := server.NewCRIStats(server.CRIStatsConfig{
+		sc := server.CRIStatsConfig{
 			NodeName: a.cfg.NodeName, Runtime: a.cfg.RuntimeService, Images: a.cfg.ImageService, Clock: a.cfg.Clock,
-		})
+		}
+		// The volumes' usage, which the eviction manager checks against
+		// emptyDir sizeLimits (volumes.Manager measures it).
+		if v, ok := a.volumes.(interface {
+			VolumeStats(types.UID) []statsapi.VolumeStats
+		}); ok {
+			sc.VolumeStats = v.VolumeStats
+		}
+		stats, err := server.NewCRIStats(sc)
 		if err != nil {
 			return nil, err
 		}

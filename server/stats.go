@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
@@ -70,6 +71,11 @@ type CRIStatsConfig struct {
 	// Clock stamps the node's figures and times the CPU rate. Default:
 	// the real clock.
 	Clock clock.PassiveClock
+	// VolumeStats, when set, gives each pod's volume figures
+	// (volumes.Manager.VolumeStats), the summary's pods[].volume; the
+	// eviction manager reads them to enforce emptyDir sizeLimits.
+	// Default: none.
+	VolumeStats func(uid types.UID) []statsapi.VolumeStats
 }
 
 // CRIStats is the default StatsProvider: pod and container figures from
@@ -138,6 +144,9 @@ func (s *CRIStats) Summary(ctx context.Context) (*statsapi.Summary, error) {
 		pod.Containers = make([]statsapi.ContainerStats, 0, len(p.containers))
 		for _, c := range p.containers {
 			pod.Containers = append(pod.Containers, c.stats)
+		}
+		if s.cfg.VolumeStats != nil {
+			pod.VolumeStats = s.cfg.VolumeStats(types.UID(pod.PodRef.UID))
 		}
 		sum.Pods = append(sum.Pods, pod)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -237,5 +238,39 @@ func TestStatsSummaryWithoutSandboxStats(t *testing.T) {
 			len(p.Containers) != 1 || *p.Containers[0].Memory.WorkingSetBytes != 100<<20 {
 			t.Errorf("pod %s: %+v", p.PodRef.Name, p)
 		}
+	}
+}
+
+// CRIStatsConfig.VolumeStats gives each pod's volume figures in the
+// summary, asked for by the pod's UID.
+func TestStatsSummaryVolumeStats(t *testing.T) {
+	fake, err := fakecri.New(fakecri.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	statsPods(t, fake, 2)
+	used := uint64(5 << 20)
+	stats, err := server.NewCRIStats(server.CRIStatsConfig{
+		NodeName: "node-1", Runtime: fake, ProcDir: t.TempDir(), RootDir: t.TempDir(),
+		VolumeStats: func(uid types.UID) []statsapi.VolumeStats {
+			if uid != "uid-1" {
+				return nil
+			}
+			return []statsapi.VolumeStats{{Name: "scratch", FsStats: statsapi.FsStats{UsedBytes: &used}}}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := stats.Summary(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]statsapi.VolumeStats{}
+	for _, p := range s.Pods {
+		got[p.PodRef.UID] = p.VolumeStats
+	}
+	if len(got) != 2 || len(got["uid-0"]) != 0 || len(got["uid-1"]) != 1 || got["uid-1"][0].Name != "scratch" || *got["uid-1"][0].UsedBytes != used {
+		t.Errorf("pods' volume stats %+v, want uid-1's scratch using 5Mi and none for uid-0", got)
 	}
 }

@@ -75,6 +75,14 @@
 // volumestest has a scriptable fake plugin and TestPlugin, a conformance
 // check for plugins of one's own.
 //
+// Manager.VolumeStats measures a pod's volumes under the pods directory
+// (every volume but hostPath) as the kubelet's du-based volume metrics
+// do: the bytes of the blocks their files hold and the inodes they use,
+// on their own filesystem only, with its capacity and free space; the
+// stats summary carries them, and the eviction manager enforces emptyDir
+// sizeLimits with them. Each call walks the files afresh (the kubelet
+// caches the figures for a minute).
+//
 // Metrics, on Config.Registerer, are the kubelet's:
 // volume_manager_total_volumes{plugin_name, state} and
 // storage_operation_duration_seconds{volume_plugin, operation_name,
@@ -83,7 +91,7 @@
 // Not here: persistent volumes and claims, CSI, attach and detach, block
 // devices (volumeDevices), SELinux relabelling, the quota-based size
 // accounting of emptyDir, and the kubelet's other volume metrics
-// (reconstruction counters, volume stats).
+// (reconstruction counters, volume stats metrics).
 //
 // # Content volumes
 //
