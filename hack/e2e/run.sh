@@ -9,6 +9,11 @@ cd "$repo"
 dir=${NODEKIT_E2E_DIR:-/tmp/nodekit-e2e}
 crictl_version=v1.37.0
 
+# Runs on one directory take turns: each begins by tearing down what is
+# left there (down.sh), which would pull containerd from under another.
+exec 9>"$dir.lock"
+flock 9
+
 hack/e2e/install.sh
 # With the kube tools (NODEKIT_KUBE_TOOLS, or NODEKIT_E2E_KUBE=1, which
 # "make test" sets, to get them from hack/kube/install.sh: version checks
