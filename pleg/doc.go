@@ -37,10 +37,10 @@
 // the stream counts as up, so that what changed before the subscription
 // is not missed even when the runtime takes up to RelistPeriod to put it
 // in place. Measured with
-// hack/bench-agent.sh on fakecri over a unix socket on a busy 2-core
-// machine, the agent idles at about 0.06% of a core and 10 wake-ups a
-// second with 100 pods (generic: 0.45% and 58), 0.3% and 23 with 1000
-// (generic: 2.8% and 274).
+// hack/bench-agent.sh on fakecri over a unix socket on a shared 2-core
+// machine, the agent idles at about 0.09% of a core and 10 wake-ups a
+// second with 100 pods (generic: 0.24% and 44), 0.47% and 14 with 1000
+// (generic: 1.35% and 138).
 //
 // # Coalescing
 //
