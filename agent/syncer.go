@@ -60,14 +60,14 @@ func (a *Agent) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
 }
 
 // HandlePodReconcile implements syncloop.Handler: a pod whose status
-// changed at its source is remembered, and a pod with readiness gates is
-// synced, as the kubelet reconciles Ready: a gate's condition is set by
-// others (controllers, through the API server's status), and Ready
-// follows it.
+// changed at its source is remembered, and synced when its Ready no
+// longer agrees with its readiness gates, as the kubelet reconciles Ready:
+// a gate's condition is set by others (controllers, through the API
+// server's status), and Ready follows it.
 func (a *Agent) HandlePodReconcile(_ context.Context, pods []*v1.Pod) {
 	a.remember(pods)
 	for _, p := range pods {
-		if len(p.Spec.ReadinessGates) > 0 && !a.workers.IsPodTerminationRequested(p.UID) {
+		if status.NeedToReconcileReadiness(p) && !a.workers.IsPodTerminationRequested(p.UID) {
 			a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p})
 		}
 	}

@@ -381,6 +381,37 @@ func containersReadyCondition(pod *v1.Pod, s *v1.PodStatus) v1.PodCondition {
 	return c
 }
 
+// NeedToReconcileReadiness reports whether the pod's Ready condition, in
+// the status its source sent, disagrees with its readiness gates'
+// conditions in that same status, as the kubelet's
+// NeedToReconcilePodReadiness: a pod with readiness gates whose Ready is
+// present with another status or message than its ContainersReady and
+// gates make it. The caller syncs such a pod; a status change that moved
+// no gate (the node's own status write coming back) needs no sync.
+func NeedToReconcileReadiness(pod *v1.Pod) bool {
+	if len(pod.Spec.ReadinessGates) == 0 {
+		return false
+	}
+	var ready, containersReady *v1.PodCondition
+	for i := range pod.Status.Conditions {
+		switch c := &pod.Status.Conditions[i]; c.Type {
+		case v1.PodReady:
+			ready = c
+		case v1.ContainersReady:
+			containersReady = c
+		}
+	}
+	if ready == nil {
+		return false
+	}
+	cr := v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionFalse}
+	if containersReady != nil {
+		cr = *containersReady
+	}
+	want := readyCondition(pod, cr)
+	return ready.Status != want.Status || ready.Message != want.Message
+}
+
 // readyCondition is the kubelet's Ready: ContainersReady, and then every
 // readiness gate's condition True in the pod's status (set by others,
 // such as controllers).

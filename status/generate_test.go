@@ -446,3 +446,33 @@ func TestInitContainerStatuses(t *testing.T) {
 		})
 	}
 }
+
+func TestNeedToReconcileReadiness(t *testing.T) {
+	const gate = v1.PodConditionType("example.com/gate")
+	gated := func(conds ...v1.PodCondition) *v1.Pod {
+		p := pod(v1.RestartPolicyAlways, nil, "a")
+		p.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: gate}}
+		p.Status.Conditions = conds
+		return p
+	}
+	cr := v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionTrue}
+	readyTrue := v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue}
+	notReady := v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: "ReadinessGatesNotReady",
+		Message: `corresponding condition of pod readiness gate "example.com/gate" does not exist.`}
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		want bool
+	}{
+		{"no gates", pod(v1.RestartPolicyAlways, nil, "a"), false},
+		{"no Ready yet", gated(cr, v1.PodCondition{Type: gate, Status: v1.ConditionTrue}), false},
+		{"gate went True", gated(cr, notReady, v1.PodCondition{Type: gate, Status: v1.ConditionTrue}), true},
+		{"gate went False", gated(cr, readyTrue, v1.PodCondition{Type: gate, Status: v1.ConditionFalse}), true},
+		{"Ready agrees: gate True", gated(cr, readyTrue, v1.PodCondition{Type: gate, Status: v1.ConditionTrue}), false},
+		{"Ready agrees: gate missing", gated(cr, notReady), false},
+	} {
+		if got := status.NeedToReconcileReadiness(tc.pod); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
