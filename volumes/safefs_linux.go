@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodekit/nodekit/internal/beneath"
 )
 
 // errMountBeneath is wrapped by removeAll when a mount point lies beneath
@@ -214,16 +216,7 @@ func chownFd(fd int, pathOnly bool, p string, gid int, add func(fs.FileMode, boo
 	if want == mode {
 		return
 	}
-	bits := uint32(want.Perm())
-	if want&fs.ModeSetgid != 0 {
-		bits |= unix.S_ISGID
-	}
-	if want&fs.ModeSetuid != 0 {
-		bits |= unix.S_ISUID
-	}
-	if want&fs.ModeSticky != 0 {
-		bits |= unix.S_ISVTX
-	}
+	bits := beneath.UnixMode(want)
 	var err error
 	if pathOnly {
 		// fchmod does not take an O_PATH descriptor; its /proc/self/fd

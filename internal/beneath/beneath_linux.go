@@ -133,10 +133,9 @@ func walkOpenat2(baseFd int, els []string, perm os.FileMode) (int, error) {
 	return parent, nil
 }
 
-// chmodFd gives the directory open at fd (an O_PATH descriptor, which
-// fchmod refuses) the mode perm, through its /proc/self/fd link, which
-// leads to that very directory whatever its path has become since.
-func chmodFd(fd int, perm os.FileMode) error {
+// UnixMode is perm as chmod takes it: the permission bits, and the
+// setuid, setgid and sticky bits at their Unix places.
+func UnixMode(perm os.FileMode) uint32 {
 	mode := uint32(perm.Perm())
 	if perm&os.ModeSetuid != 0 {
 		mode |= unix.S_ISUID
@@ -147,6 +146,14 @@ func chmodFd(fd int, perm os.FileMode) error {
 	if perm&os.ModeSticky != 0 {
 		mode |= unix.S_ISVTX
 	}
+	return mode
+}
+
+// chmodFd gives the directory open at fd (an O_PATH descriptor, which
+// fchmod refuses) the mode perm, through its /proc/self/fd link, which
+// leads to that very directory whatever its path has become since.
+func chmodFd(fd int, perm os.FileMode) error {
+	mode := UnixMode(perm)
 	if err := unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), mode); err != nil {
 		return &os.PathError{Op: "chmod", Path: "/proc/self/fd/" + strconv.Itoa(fd), Err: err}
 	}
