@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"net"
@@ -11,13 +10,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/internal/syncbuf"
 	"github.com/nodekit/nodekit/runtime/criclient"
 )
 
@@ -42,7 +41,7 @@ func TestStandaloneAgentOnContainerd(t *testing.T) {
 	cmd := exec.Command(bin, "--runtime-endpoint", endpoint, "--manifests", "../examples/standalone/manifests",
 		"--listen", addr, "--node-name", node, "--pod-logs-dir", filepath.Join(dir, "logs"), "--pods-dir", filepath.Join(dir, "pods"), "--quiet")
 	stdout, _ := cmd.StdoutPipe()
-	var stderr syncBuffer // written by the command's copier while read here
+	var stderr syncbuf.Buffer // written by the command's copier while read here
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -206,22 +205,4 @@ func removeNodePods(t *testing.T, c *criclient.Client, node string) {
 		t.Errorf("%d of the 2 long-running pods' sandboxes are ready after the agent exited, want both left running", left)
 	}
 	removePodsOf(t, c, node)
-}
-
-// syncBuffer is a buffer that a command writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -26,6 +26,7 @@ import (
 
 	criapi "k8s.io/cri-api/pkg/apis"
 
+	"github.com/nodekit/nodekit/internal/syncbuf"
 	"github.com/nodekit/nodekit/kube/kubetest"
 	"github.com/nodekit/nodekit/runtime/criclient"
 )
@@ -61,7 +62,7 @@ type containerdNode struct {
 	// client is the API server's kubelet client certificate and key, which
 	// the node's server accepts, for talking to it directly.
 	clientCert, clientKey, caFile string
-	errOut                        *syncBuffer
+	errOut                        *syncbuf.Buffer
 	stop                          func()
 }
 

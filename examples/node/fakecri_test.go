@@ -8,6 +8,7 @@ import (
 
 	criapi "k8s.io/cri-api/pkg/apis"
 
+	"github.com/nodekit/nodekit/internal/syncbuf"
 	"github.com/nodekit/nodekit/runtime/fakecri"
 )
 
@@ -33,9 +34,9 @@ func serveFakeCRI(t *testing.T, dir string, fake *fakecri.Runtime, rs criapi.Run
 // startRun runs the command with o until the returned stop is called or
 // the test ends; stop fails the test if run returned an error or did not
 // return within 30s. It returns what run logged.
-func startRun(t testing.TB, ctx context.Context, o options) (*syncBuffer, func()) {
+func startRun(t testing.TB, ctx context.Context, o options) (*syncbuf.Buffer, func()) {
 	t.Helper()
-	errOut := &syncBuffer{}
+	errOut := &syncbuf.Buffer{}
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- run(runCtx, o, errOut) }()

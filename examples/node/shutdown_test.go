@@ -11,6 +11,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/internal/syncbuf"
 	"github.com/nodekit/nodekit/runtime/fakecri"
 )
 
@@ -65,7 +66,7 @@ containerRuntimeEndpoint: %s
 podLogsDir: %s
 resolvConf: ""
 %s`, manifests, freePort(t), endpoint, filepath.Join(dir, "logs"), extra))
-	var errOut syncBuffer
+	var errOut syncbuf.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

@@ -12,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekit/nodekit/internal/syncbuf"
 	"github.com/nodekit/nodekit/runtime/fakecri"
 )
 
@@ -47,7 +48,7 @@ podLogsDir: %s
 resolvConf: ""
 `, manifests, port, readOnlyPort, endpoint, filepath.Join(dir, "logs")))
 
-	var errOut syncBuffer
+	var errOut syncbuf.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -105,7 +106,7 @@ resolvConf: ""
 	// Neither an API server nor static pods: nothing to run.
 	noPods := filepath.Join(dir, "nopods.yaml")
 	writeFile(t, noPods, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n")
-	err = run(context.Background(), options{config: noPods, rootDir: filepath.Join(dir, "root2"), hostnameOverride: "edge-3"}, &syncBuffer{})
+	err = run(context.Background(), options{config: noPods, rootDir: filepath.Join(dir, "root2"), hostnameOverride: "edge-3"}, &syncbuf.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "staticPodPath") {
 		t.Errorf("run without kubeconfig nor staticPodPath = %v, want an error naming staticPodPath", err)
 	}

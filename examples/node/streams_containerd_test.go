@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/transport/spdy"
 	criapi "k8s.io/cri-api/pkg/apis"
 
+	"github.com/nodekit/nodekit/internal/syncbuf"
 	"github.com/nodekit/nodekit/runtime/cri"
 )
 
@@ -192,7 +193,7 @@ func checkThroughAPIServer(t *testing.T, n *containerdNode) {
 		t.Run("port-forward over "+proto, func(t *testing.T) {
 			dialer := pfDialer(t, n.adminConfig, proto, pfURL)
 			stop, ready := make(chan struct{}), make(chan struct{})
-			var pfOut, pfErr syncBuffer // written by a goroutine per connection
+			var pfOut, pfErr syncbuf.Buffer // written by a goroutine per connection
 			fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:8080"}, stop, ready, &pfOut, &pfErr)
 			if err != nil {
 				t.Fatal(err)

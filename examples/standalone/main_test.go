@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,28 +16,11 @@ import (
 	"go.uber.org/goleak"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/internal/syncbuf"
 	"github.com/nodekit/nodekit/runtime/fakecri"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of run.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func testOptions(t *testing.T) options {
 	return options{manifests: t.TempDir(), listen: "127.0.0.1:0", nodeName: "node", relist: time.Second, quiet: true, evented: true}
@@ -55,13 +36,13 @@ func waitUntil(t *testing.T, what string, cond func() bool, state func() string)
 	}
 }
 
-func runAsync(ctx context.Context, o options, out, errOut *syncBuffer) chan error {
+func runAsync(ctx context.Context, o options, out, errOut *syncbuf.Buffer) chan error {
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, o, out, errOut) }()
 	return done
 }
 
-func result(t *testing.T, done chan error, errOut *syncBuffer) error {
+func result(t *testing.T, done chan error, errOut *syncbuf.Buffer) error {
 	t.Helper()
 	select {
 	case err := <-done:
@@ -80,7 +61,7 @@ func TestAddressInUseEndsRunWithAnErrorNamingIt(t *testing.T) {
 	defer taken.Close()
 	o := testOptions(t)
 	o.listen = taken.Addr().String()
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	err = result(t, runAsync(context.Background(), o, &out, &errOut), &errOut)
 	if err == nil || !strings.Contains(err.Error(), "listen tcp "+o.listen) || !strings.Contains(err.Error(), "address already in use") {
 		t.Errorf("run() = %v, want an error naming %s and the address in use", err, o.listen)
@@ -97,7 +78,7 @@ func TestRunWaitsForTheRuntime(t *testing.T) {
 	o.clock = clk
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	done := runAsync(ctx, o, &out, &errOut)
 	// Three failed attempts, each followed by a back-off on the clock; the
 	// runtime comes up during the third.
@@ -146,7 +127,7 @@ func TestRunGivesUpOnAnEndpointThatCanNeverWork(t *testing.T) {
 	}
 	o := testOptions(t)
 	o.endpoint = "unix://" + file
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	if err := result(t, runAsync(context.Background(), o, &out, &errOut), &errOut); err == nil || !strings.Contains(err.Error(), "not a socket") {
 		t.Errorf("run() = %v, want an error saying it is not a socket", err)
 	}
@@ -160,7 +141,7 @@ func TestSIGHUPStopsCleanly(t *testing.T) {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	done := runAsync(ctx, testOptions(t), &out, &errOut)
 	waitUntil(t, "the agent serves", func() bool { return strings.Contains(out.String(), "serving http://") }, func() string { return out.String() + errOut.String() })
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {

@@ -1,0 +1,26 @@
+package syncbuf_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nodekit/nodekit/internal/syncbuf"
+)
+
+func TestConcurrentWritesAndReads(t *testing.T) {
+	var b syncbuf.Buffer
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 100 {
+				_, _ = b.Write([]byte("x"))
+				_ = b.String()
+			}
+		})
+	}
+	wg.Wait()
+	if got := b.String(); got != strings.Repeat("x", 400) {
+		t.Errorf("%d bytes, want 400", len(got))
+	}
+}
