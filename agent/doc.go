@@ -36,6 +36,10 @@
 //     period; a changed static manifest is a new pod, started once the
 //     old one has terminated; a manifest removed and put back unchanged
 //     (the same UID) starts its pod afresh once the old one terminated;
+//   - a status change at the source (RECONCILE) syncs the pod when its
+//     Ready disagrees with its readiness gates' conditions
+//     (status.NeedToReconcileReadiness), so Ready follows a gate within a
+//     sync, not at the next resync;
 //   - housekeeping reconciles the workers with the desired pods, kills
 //     runtime pods no source wants (only once every source has been
 //     seen, and never a pod a source holds whose ADD is still queued) and

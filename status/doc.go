@@ -65,7 +65,8 @@
 //     status: [a b]" (and "containers with unknown status: [...]");
 //     ContainersNotInitialized "containers with incomplete status:
 //     [...]"; ReadinessGatesNotReady naming each gate that is missing or
-//     not True; PodCompleted on Initialized, ContainersReady and Ready
+//     not True (NeedToReconcileReadiness tells a caller when a pod's
+//     gates, set by others, have moved away from its Ready); PodCompleted on Initialized, ContainersReady and Ready
 //     once the pod has Succeeded, PodFailed on ContainersReady and Ready
 //     once it has Failed; PodSandboxNotReady on PodReadyToStartContainers
 //     with the kubelet's message ("no pod sandbox exists", "pod sandbox
