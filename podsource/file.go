@@ -50,6 +50,9 @@ type File struct {
 	// a re-read of an unchanged directory parses nothing. Only Run's
 	// goroutine uses it.
 	parsed map[string]parsedFile
+	// scans counts the reads of the directory; a file not met in the
+	// latest is forgotten.
+	scans uint64
 }
 
 type parsedFile struct {
@@ -57,6 +60,7 @@ type parsedFile struct {
 	size int64
 	pod  *v1.Pod
 	err  error
+	scan uint64 // the last scan that met the file
 }
 
 // NewFile returns a directory source.
@@ -142,6 +146,7 @@ func (f *File) scan() (pods []*v1.Pod, origins map[types.UID]string, fingerprint
 	}
 	origins = map[types.UID]string{}
 	seen := f.cfg.Clock.Now()
+	f.scans++
 	var uids []string
 	for _, e := range entries {
 		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
@@ -162,8 +167,8 @@ func (f *File) scan() (pods []*v1.Pod, origins map[types.UID]string, fingerprint
 		origins[pod.UID] = path
 		uids = append(uids, path+"="+string(pod.UID))
 	}
-	for path := range f.parsed {
-		if _, err := os.Lstat(path); err != nil {
+	for path, p := range f.parsed {
+		if p.scan != f.scans {
 			delete(f.parsed, path)
 		}
 	}
@@ -179,10 +184,12 @@ func (f *File) cached(path string, e os.DirEntry, seen time.Time) (*v1.Pod, erro
 		return nil, err, true
 	}
 	if p, ok := f.parsed[path]; ok && p.mod.Equal(info.ModTime()) && p.size == info.Size() {
+		p.scan = f.scans
+		f.parsed[path] = p
 		return p.pod, p.err, false
 	}
 	pod, err := f.load(path, seen)
-	f.parsed[path] = parsedFile{mod: info.ModTime(), size: info.Size(), pod: pod, err: err}
+	f.parsed[path] = parsedFile{mod: info.ModTime(), size: info.Size(), pod: pod, err: err, scan: f.scans}
 	return pod, err, true
 }
 

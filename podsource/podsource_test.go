@@ -459,3 +459,51 @@ func TestHTTPSourceUIDsIgnoreOrder(t *testing.T) {
 		t.Errorf("UIDs before %v and after reordering %v, want the same three", before, after)
 	}
 }
+
+// A manifest removed and written again is parsed again, even with the
+// size and modification time it had before: the source forgets a file
+// once a read of the directory no longer finds it.
+func TestFileSourceForgetsRemovedFiles(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "web.yaml", webYAML)
+	info, err := os.Stat(filepath.Join(dir, "web.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	src, err := podsource.NewFile(podsource.FileConfig{Dir: dir, NodeName: "n", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := run(t, src)
+	first := next(t, ch)
+	if len(first.Pods) != 1 {
+		t.Fatalf("first update: %v", names(first.Pods))
+	}
+	// until steps the clock past the next re-read until an update
+	// satisfies ok, at most 10 times.
+	until := func(what string, ok func(podsource.Update) bool) {
+		t.Helper()
+		for i := 0; i < 10; i++ {
+			clk.Step(20 * time.Second)
+			if u := next(t, ch); ok(u) {
+				return
+			}
+		}
+		t.Fatalf("after 10 re-reads: not %s", what)
+	}
+	if err := os.Remove(filepath.Join(dir, "web.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	until("empty", func(u podsource.Update) bool { return len(u.Pods) == 0 })
+
+	edited := strings.Replace(webYAML, "8080", "9090", 1) // the same size
+	write(t, dir, "web.yaml", edited)
+	if err := os.Chtimes(filepath.Join(dir, "web.yaml"), info.ModTime(), info.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	until("the edited pod", func(u podsource.Update) bool {
+		return len(u.Pods) == 1 && u.Pods[0].UID != first.Pods[0].UID &&
+			u.Pods[0].Spec.Containers[0].Ports[0].ContainerPort == 9090
+	})
+}
