@@ -15,11 +15,16 @@
 #      components' logs to RESULTS/logs, and stops everything it started,
 #      also on failure or interrupt
 #
-# usage: run.sh [--focus REGEX] [--subset] [--procs N] [--timeout MINUTES]
-#               [--results DIR] [--build-only] [--require-pass]
+# usage: run.sh [--focus REGEX] [--subset] [--slow] [--all] [--procs N]
+#               [--timeout MINUTES] [--results DIR] [--build-only]
+#               [--require-pass]
 #
 #   --focus REGEX    only the specs whose full text matches REGEX
 #   --subset         only the SUBSET below (about 20 specs, a few minutes)
+#   --slow           the Slow and Serial NodeConformance specs instead of
+#                    the fast ones (ginkgo runs the Serial ones last,
+#                    alone); still none Disruptive or Flaky
+#   --all            the fast, Slow and Serial specs together
 #   --procs N        ginkgo processes (default 16: most specs wait on pods,
 #                    a failing one up to 5 min, so processes are cheap)
 #   --timeout M      the whole suite's bound in minutes (default 60)
@@ -88,6 +93,8 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--focus) focus=${2:?--focus needs a REGEX}; shift 2 ;;
 	--subset) focus=$(IFS='|'; echo "${SUBSET[*]}"); shift ;;
+	--slow) label_filter='NodeConformance && (Slow || Serial) && !Disruptive && !Flaky'; shift ;;
+	--all) label_filter='NodeConformance && !Disruptive && !Flaky'; shift ;;
 	--procs) procs=${2:?--procs needs N}; shift 2 ;;
 	--timeout) timeout_min=${2:?--timeout needs MINUTES}; shift 2 ;;
 	--results) results=${2:?--results needs DIR}; shift 2 ;;
