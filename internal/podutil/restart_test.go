@@ -74,7 +74,8 @@ func TestContainerShouldRestart(t *testing.T) {
 		{"rule does not match: container Never", v1.RestartPolicyAlways, &never, []v1.ContainerRestartRule{restart42}, 1, false},
 		{"rule does not match: container OnFailure, exit 0", v1.RestartPolicyAlways, &onFailure, []v1.ContainerRestartRule{restart42}, 0, false},
 		{"rules without a container policy are not looked at", v1.RestartPolicyNever, nil, []v1.ContainerRestartRule{restart42}, 42, false},
-		{"RestartAllContainers falls back to the container policy", v1.RestartPolicyAlways, &never, []v1.ContainerRestartRule{all42}, 42, false},
+		{"RestartAllContainers rule matches: restart despite Never", v1.RestartPolicyNever, &never, []v1.ContainerRestartRule{all42}, 42, true},
+		{"RestartAllContainers rule does not match: container Never", v1.RestartPolicyAlways, &never, []v1.ContainerRestartRule{all42}, 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &v1.Container{Name: "c", RestartPolicy: tc.policy, RestartPolicyRules: tc.rules}
@@ -108,6 +109,90 @@ func TestRestartsOnProbeFailure(t *testing.T) {
 			c := &v1.Container{Name: "c", RestartPolicy: tc.policy, RestartPolicyRules: tc.rules}
 			if got := podutil.RestartsOnProbeFailure(c, &v1.PodSpec{RestartPolicy: tc.pod}); got != tc.want {
 				t.Errorf("RestartsOnProbeFailure = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRestartsAllContainers(t *testing.T) {
+	all42 := rule(v1.ContainerRestartRuleActionRestartAllContainers, v1.ContainerRestartRuleOnExitCodesOpIn, 42)
+	restart42 := rule(v1.ContainerRestartRuleActionRestart, v1.ContainerRestartRuleOnExitCodesOpIn, 42)
+	allNot0 := rule(v1.ContainerRestartRuleActionRestartAllContainers, v1.ContainerRestartRuleOnExitCodesOpNotIn, 0)
+	for _, tc := range []struct {
+		name  string
+		rules []v1.ContainerRestartRule
+		code  int32
+		want  bool
+	}{
+		{"In matches", []v1.ContainerRestartRule{all42}, 42, true},
+		{"In does not match", []v1.ContainerRestartRule{all42}, 1, false},
+		{"NotIn matches", []v1.ContainerRestartRule{allNot0}, 137, true},
+		{"a Restart rule first wins", []v1.ContainerRestartRule{restart42, all42}, 42, false},
+		{"a RestartAllContainers rule first wins", []v1.ContainerRestartRule{all42, restart42}, 42, true},
+		{"no rules", nil, 42, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			never := v1.ContainerRestartPolicyNever
+			if got := podutil.RestartsAllContainers(&v1.Container{RestartPolicy: &never, RestartPolicyRules: tc.rules}, tc.code); got != tc.want {
+				t.Errorf("RestartsAllContainers = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestMayRestartAllContainers(t *testing.T) {
+	never := v1.ContainerRestartPolicyNever
+	all42 := []v1.ContainerRestartRule{rule(v1.ContainerRestartRuleActionRestartAllContainers, v1.ContainerRestartRuleOnExitCodesOpIn, 42)}
+	restart42 := []v1.ContainerRestartRule{rule(v1.ContainerRestartRuleActionRestart, v1.ContainerRestartRuleOnExitCodesOpIn, 42)}
+	c := func(rules []v1.ContainerRestartRule) v1.Container {
+		return v1.Container{Name: "c", RestartPolicy: &never, RestartPolicyRules: rules}
+	}
+	for _, tc := range []struct {
+		name string
+		spec v1.PodSpec
+		want bool
+	}{
+		{"regular container", v1.PodSpec{Containers: []v1.Container{c(nil), c(all42)}}, true},
+		{"init container", v1.PodSpec{InitContainers: []v1.Container{c(all42)}, Containers: []v1.Container{c(nil)}}, true},
+		{"only Restart rules", v1.PodSpec{InitContainers: []v1.Container{c(restart42)}, Containers: []v1.Container{c(restart42)}}, false},
+		{"no rules", v1.PodSpec{Containers: []v1.Container{c(nil)}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := podutil.MayRestartAllContainers(&tc.spec); got != tc.want {
+				t.Errorf("MayRestartAllContainers = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRestartingAllContainers(t *testing.T) {
+	never := v1.ContainerRestartPolicyNever
+	all42 := []v1.ContainerRestartRule{rule(v1.ContainerRestartRuleActionRestartAllContainers, v1.ContainerRestartRuleOnExitCodesOpIn, 42)}
+	pod := &v1.Pod{Spec: v1.PodSpec{
+		InitContainers: []v1.Container{{Name: "init", RestartPolicy: &never, RestartPolicyRules: all42}},
+		Containers:     []v1.Container{{Name: "main", RestartPolicy: &never, RestartPolicyRules: all42}, {Name: "other"}},
+	}}
+	exited := func(name string, code int32) v1.ContainerStatus {
+		return v1.ContainerStatus{Name: name, State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: code}}}
+	}
+	for _, tc := range []struct {
+		name string
+		s    *v1.PodStatus
+		want bool
+	}{
+		{"no status", nil, false},
+		{"condition True", &v1.PodStatus{Conditions: []v1.PodCondition{{Type: v1.AllContainersRestarting, Status: v1.ConditionTrue}}}, true},
+		{"condition False", &v1.PodStatus{Conditions: []v1.PodCondition{{Type: v1.AllContainersRestarting, Status: v1.ConditionFalse}}}, false},
+		{"regular container exited with a matching code", &v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{exited("main", 42)}}, true},
+		{"init container exited with a matching code", &v1.PodStatus{InitContainerStatuses: []v1.ContainerStatus{exited("init", 42)}}, true},
+		{"exit code not matched", &v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{exited("main", 1)}}, false},
+		{"code 42 from a container without the rule", &v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{exited("other", 42)}}, false},
+		{"last state is not looked at", &v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{Name: "main",
+			LastTerminationState: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 42}}}}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := podutil.RestartingAllContainers(pod, tc.s); got != tc.want {
+				t.Errorf("RestartingAllContainers = %v, want %v", got, tc.want)
 			}
 		})
 	}
