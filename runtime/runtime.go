@@ -65,6 +65,11 @@ const (
 	ActionKillPod        SyncAction = "KillPod"
 	ActionStartContainer SyncAction = "StartContainer"
 	ActionKillContainer  SyncAction = "KillContainer"
+	// ActionRemoveContainer: a container was (killed and) removed so that
+	// it starts afresh, as when a restart rule with the action
+	// RestartAllContainers matched. The caller syncs the pod again at
+	// once, so that the containers start without waiting for a resync.
+	ActionRemoveContainer SyncAction = "RemoveContainer"
 )
 
 // SyncStep is one action of a SyncPod call and its outcome.

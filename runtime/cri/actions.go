@@ -53,6 +53,21 @@ type PodActions struct {
 	EphemeralContainersToStart []int
 	// ContainersToKill are containers to stop before anything starts.
 	ContainersToKill []ContainerToKill
+	// ContainersToReset are the container instances to remove, each
+	// killed first when it may still run, when a restart rule with the
+	// action RestartAllContainers matched: nothing else is done in that
+	// round, and the next one starts the pod's containers afresh. The
+	// instances whose exit triggered it come last.
+	ContainersToReset []ContainerToReset
+}
+
+// ContainerToReset names a container instance SyncPod removes so that
+// every container of the pod starts again; Kill: it may still run and is
+// stopped first.
+type ContainerToReset struct {
+	ID   runtime.ContainerID
+	Name string
+	Kill bool
 }
 
 // ContainerToKill names a container SyncPod stops and why.
@@ -127,6 +142,23 @@ func IsRestartableInit(c *v1.Container) bool { return podutil.IsRestartableInit(
 //     are never restarted.
 //   - When no regular container runs and none is to start, the pod is
 //     killed: sidecars do not keep a finished pod alive.
+//   - Restart all containers (the RestartAllContainersOnContainerExits
+//     feature, on by default since Kubernetes 1.37): when the newest
+//     instance of an init, sidecar or regular container exited with a
+//     code that the first matching rule of its restartPolicyRules gives
+//     the action RestartAllContainers, this comes before every rule
+//     above, whatever the restart policies: every instance of every init
+//     and regular container is removed (ContainersToReset; one that may
+//     still run is killed first), the sandbox is kept, and nothing starts
+//     in that round. The regular containers come first, then the init
+//     containers, then the instances whose exit triggered it, so that a
+//     round that fails part way is taken up again by the next. With
+//     nothing left, the next round starts the pod as new: the init
+//     containers in order, the sidecars, then the regular containers.
+//     When the pod needs a new sandbox as well, that round only kills the
+//     pod and creates the sandbox, even under restartPolicy Never. A pod
+//     marked for deletion is not restarted. Ephemeral containers are left
+//     alone.
 func ComputePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults) PodActions {
 	return computePodActions(pod, status, probes, specHasher{})
 }
@@ -167,6 +199,12 @@ func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResul
 		CreateSandbox: create,
 		SandboxID:     sandboxID,
 		Attempt:       attempt,
+	}
+	if restartAll(pod, status) {
+		if !create {
+			a.ContainersToReset = containersToReset(pod, status)
+		}
+		return a
 	}
 	if create {
 		if pod.Spec.RestartPolicy == v1.RestartPolicyNever && attempt != 0 && len(status.ContainerStatuses) != 0 {
@@ -239,6 +277,62 @@ func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResul
 		a.InitContainersToStart = nil // sidecars do not keep a finished pod alive
 	}
 	return a
+}
+
+// restartAll reports whether the newest instance of an init or regular
+// container exited with a code that restarts all the pod's containers
+// (podutil.RestartsAllContainers), in a pod not marked for deletion: the
+// runtime half of the kubelet's ShouldAllContainersRestart. It holds
+// until that instance is removed, which the reset does last.
+func restartAll(pod *v1.Pod, status *runtime.PodStatus) bool {
+	if pod.DeletionTimestamp != nil {
+		return false
+	}
+	for _, list := range [2][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			st := status.FindContainerStatus(list[i].Name)
+			if st != nil && st.State == runtime.ContainerStateExited && podutil.RestartsAllContainers(&list[i], int32(st.ExitCode)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// containersToReset lists every instance of the pod's init and regular
+// containers, in the order they are removed: those of regular
+// containers, then those of init containers, then the exited instances
+// whose exit code restarts all containers (regular, then init), each in
+// spec order.
+func containersToReset(pod *v1.Pod, status *runtime.PodStatus) []ContainerToReset {
+	var targets, initTargets, sources, initSources []ContainerToReset
+	collect := func(list []v1.Container, targets, sources *[]ContainerToReset) {
+		for i := range list {
+			c := &list[i]
+			for _, st := range status.ContainerStatuses {
+				if st.Name != c.Name {
+					continue
+				}
+				r := ContainerToReset{ID: st.ID, Name: st.Name}
+				switch {
+				case st.State != runtime.ContainerStateExited:
+					r.Kill = true
+					*targets = append(*targets, r)
+				case podutil.RestartsAllContainers(c, int32(st.ExitCode)):
+					*sources = append(*sources, r)
+				default:
+					*targets = append(*targets, r)
+				}
+			}
+		}
+	}
+	collect(pod.Spec.InitContainers, &initTargets, &initSources)
+	collect(pod.Spec.Containers, &targets, &sources)
+	out := make([]ContainerToReset, 0, len(targets)+len(initTargets)+len(sources)+len(initSources))
+	out = append(out, targets...)
+	out = append(out, initTargets...)
+	out = append(out, sources...)
+	return append(out, initSources...)
 }
 
 // specChanged reports whether a container was created from another spec

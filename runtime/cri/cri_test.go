@@ -459,3 +459,30 @@ func TestNewValidates(t *testing.T) {
 		}
 	}
 }
+
+// A container of which the runtime has no instance, but whose earlier
+// instances left logs (removed by a restart of all containers, or lost
+// with the runtime's state), goes on counting from them, as the kubelet
+// does: its restart count and log file are one past the highest N.log,
+// rotated files included, and the old logs stay.
+func TestSyncPodRestartCountFromLeftLogs(t *testing.T) {
+	h := newHarness(t, fakecri.Config{})
+	pod := testPod(v1.RestartPolicyAlways, nil, "app")
+	dir := filepath.Join(h.logs, "ns_p_uid-p", "app")
+	if err := os.MkdirAll(filepath.Join(dir, "7.log.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"0.log", "2.log.20260101-000000.gz", "x.log", "+9.log", "notes.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("old\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.sync(pod)
+	c := h.status(pod).FindContainerStatus("app")
+	if c.RestartCount != 3 || c.LogPath != filepath.Join(dir, "3.log") {
+		t.Errorf("restart count %d, log %s; want 3 and 3.log", c.RestartCount, c.LogPath)
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "0.log")); err != nil || string(data) != "old\n" {
+		t.Errorf("0.log: %q %v, want it kept", data, err)
+	}
+}

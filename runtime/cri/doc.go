@@ -30,10 +30,35 @@
 // process namespace of their targetContainerName when they name one),
 // restart policies (the pod's, and per container its own restartPolicy
 // and restartPolicyRules, the kubelet's ContainerRestartRules feature),
-// spec-hash changes, liveness and startup failures, unknown states. SyncPod then
+// restarts of all containers (a rule with the action RestartAllContainers,
+// the kubelet's RestartAllContainersOnContainerExits feature), spec-hash
+// changes, liveness and startup failures, unknown states. SyncPod then
 // carries the actions out and reports each step with the kubelet's
 // waiting reason on failure.
 //
+//   - Restart of all containers: when the newest instance of an init,
+//     sidecar or regular container exited with a code that its first
+//     matching restart rule gives the action RestartAllContainers, the
+//     round does only this: every instance of every init and regular
+//     container is removed, one that may still run first stopped without
+//     its preStop hook and with a 2 s timeout (a Killing event), the
+//     instances that triggered it last; each removal is a step with
+//     action runtime.ActionRemoveContainer (RemoveContainerError on
+//     failure), and the first failure ends the round. The sandbox,
+//     ephemeral containers and logs stay. The next round finds no
+//     container and starts the pod as new, restart back-off included
+//     (there is no exited instance to judge it from): init containers in
+//     order, sidecars, regular containers, whatever the restart policies.
+//     A killed container's own exit code is never looked at, as it is
+//     removed, so the restart happens once per triggering exit, not in a
+//     loop. The caller is expected to sync the pod again at once after a
+//     round with removals, as the kubelet does.
+//   - Restart counts and log files: a container's restart count, and the
+//     number of its log file, are one more than its newest instance's;
+//     when the runtime has none (after a restart of all containers, or
+//     when the runtime lost its state) they go on from the highest N.log
+//     left in the container's log directory, as the kubelet does, so the
+//     earlier logs are kept.
 //   - Restart back-off (CrashLoopBackOff): per pod, container and
 //     SpecHash, so a changed spec starts afresh; the first restart is
 //     immediate, then 10 s doubling to 5 min, forgotten once a container

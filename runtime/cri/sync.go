@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -22,6 +23,7 @@ const (
 	ReasonCreatePodSandboxConfig     = "CreatePodSandboxConfigError"
 	ReasonKillPodError               = "KillPodError"
 	ReasonKillContainerError         = "KillContainerError"
+	ReasonRemoveContainerError       = "RemoveContainerError"
 	ReasonCrashLoopBackOff           = "CrashLoopBackOff"
 	ReasonCreateContainerConfigError = "CreateContainerConfigError"
 	ReasonCreateContainerError       = "CreateContainerError"
@@ -52,7 +54,7 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 		status = &runtime.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
 	a := computePodActions(pod, status, r.cfg.Probes, specHasher{r.hashes, pod.UID})
-	if !a.KillPod && !a.CreateSandbox && len(a.ContainersToKill)+len(a.InitContainersToStart)+len(a.ContainersToStart)+len(a.EphemeralContainersToStart) == 0 {
+	if !a.KillPod && !a.CreateSandbox && len(a.ContainersToKill)+len(a.ContainersToReset)+len(a.InitContainersToStart)+len(a.ContainersToStart)+len(a.EphemeralContainersToStart) == 0 {
 		return res // nothing to do: no CRI call, no config built
 	}
 	log := r.log.WithValues("pod", podRef(pod), "podUID", pod.UID)
@@ -77,6 +79,10 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 			if err != nil {
 				return res
 			}
+		}
+		if len(a.ContainersToReset) > 0 {
+			r.resetContainers(ctx, pod, a.ContainersToReset, res)
+			return res
 		}
 	}
 
@@ -122,6 +128,37 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 		res.Add(start(specOf(pod, "regular", i)))
 	}
 	return res
+}
+
+// resetContainers kills and removes the pod's container instances for a
+// restart of all its containers, in the given order, and stops at the
+// first failure, so the instances that triggered the restart (last) are
+// kept for the next round to find. As the kubelet does, a container that
+// may still run is stopped without its preStop hook and with the
+// shortest grace period, and the logs are kept (the pod's log directory
+// goes when the pod does); the restarted container's log goes on with
+// the next number (restartCountFromLogs).
+func (r *Runtime) resetContainers(ctx context.Context, pod *v1.Pod, reset []ContainerToReset, res *runtime.SyncResult) {
+	log := r.log.WithValues("pod", podRef(pod), "podUID", pod.UID)
+	for _, c := range reset {
+		if c.Kill {
+			log.V(2).Info("killing container to restart all containers", "container", c.Name, "containerID", c.ID.String())
+			r.cfg.Events(pod, v1.EventTypeNormal, "Killing", "Stopping container "+c.Name+" to restart all containers")
+			if err := r.stopContainer(ctx, c.ID.ID, c.Name, minGracePeriod); err != nil {
+				res.Add(step(runtime.ActionRemoveContainer, c.Name, err, ReasonKillContainerError))
+				return
+			}
+		}
+		log.V(2).Info("removing container to restart all containers", "container", c.Name, "containerID", c.ID.String())
+		var err error
+		if rerr := r.rs.RemoveContainer(ctx, c.ID.ID); rerr != nil && !criclient.IsNotFound(rerr) {
+			err = fmt.Errorf("remove container %q: %w", c.Name, criclient.Wrap("RemoveContainer", c.ID.ID, rerr))
+		}
+		res.Add(step(runtime.ActionRemoveContainer, c.Name, err, ReasonRemoveContainerError))
+		if err != nil {
+			return
+		}
+	}
 }
 
 func step(action runtime.SyncAction, target string, err error, reason string) runtime.SyncStep {
@@ -186,9 +223,11 @@ func (r *Runtime) startContainer(ctx context.Context, pod *v1.Pod, s containerSp
 	if err != nil {
 		return fail(reason, err)
 	}
-	restartCount := 0
+	var restartCount int
 	if prev != nil {
 		restartCount = prev.RestartCount + 1
+	} else {
+		restartCount = restartCountFromLogs(filepath.Join(sandboxConfig.GetLogDirectory(), c.Name))
 	}
 	cfg, err := r.containerConfig(ctx, pod, s, restartCount, img, podIPs)
 	if err != nil {
@@ -230,6 +269,35 @@ func (r *Runtime) startContainer(ctx context.Context, pod *v1.Pod, s containerSp
 		}
 	}
 	return runtime.SyncStep{Action: runtime.ActionStartContainer, Target: c.Name}
+}
+
+// restartCountFromLogs is the restart count of a container of which the
+// runtime has no instance, as the kubelet counts it: one more than the
+// highest N among the N.log files (rotated ones included) in its log
+// directory, else 0. The runtime forgets instances when they are removed
+// (by a restart of all containers) or when it loses its state; the
+// count, and the log file's name, go on from the logs left behind.
+func restartCountFromLogs(dir string) int {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	count := 0
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		num, rest, ok := strings.Cut(e.Name(), ".log")
+		if !ok || num == "" || (rest != "" && rest[0] != '.') {
+			continue
+		}
+		n, err := strconv.Atoi(num)
+		if err != nil || n < 0 || strings.TrimLeft(num, "0123456789") != "" {
+			continue
+		}
+		count = max(count, n+1)
+	}
+	return count
 }
 
 // newestExited returns the newest exited instance of the named container,
