@@ -281,22 +281,10 @@ func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResul
 
 // restartAll reports whether the newest instance of an init or regular
 // container exited with a code that restarts all the pod's containers
-// (podutil.RestartsAllContainers), in a pod not marked for deletion: the
-// runtime half of the kubelet's ShouldAllContainersRestart. It holds
-// until that instance is removed, which the reset does last.
+// (runtime.RestartAllTriggered), in a pod not marked for deletion. It
+// holds until that instance is removed, which the reset does last.
 func restartAll(pod *v1.Pod, status *runtime.PodStatus) bool {
-	if pod.DeletionTimestamp != nil {
-		return false
-	}
-	for _, list := range [2][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for i := range list {
-			st := status.FindContainerStatus(list[i].Name)
-			if st != nil && st.State == runtime.ContainerStateExited && podutil.RestartsAllContainers(&list[i], int32(st.ExitCode)) {
-				return true
-			}
-		}
-	}
-	return false
+	return pod.DeletionTimestamp == nil && runtime.RestartAllTriggered(pod, status)
 }
 
 // containersToReset lists every instance of the pod's init and regular
