@@ -22,13 +22,19 @@ const (
 	// exitUnknown is the exit code reported for a container whose end
 	// was not seen.
 	exitUnknown = 137
+	// reasonRestartingAll: a container removed to restart all the pod's
+	// containers, as its waiting reason and its last state's reason.
+	reasonRestartingAll = "RestartingAllContainers"
+	msgRestartingAll    = "The container was removed to restart all containers of the pod"
 )
 
 // containerStatuses builds the API statuses of one list of containers,
 // as the kubelet's convertToAPIContainerStatuses does. hasInits makes a
 // container without an instance wait with PodInitializing rather than
-// ContainerCreating; isInit marks the init containers.
-func containerStatuses(in Input, specs []v1.Container, rs *runtime.PodStatus, hasInits, isInit bool, previous []v1.ContainerStatus) []v1.ContainerStatus {
+// ContainerCreating; isInit marks the init containers; restartingAll says
+// the pod's containers are being restarted all together, so a container
+// gone from the runtime was removed for that.
+func containerStatuses(in Input, specs []v1.Container, rs *runtime.PodStatus, hasInits, isInit, restartingAll bool, previous []v1.ContainerStatus) []v1.ContainerStatus {
 	if len(specs) == 0 {
 		return nil
 	}
@@ -46,9 +52,21 @@ func containerStatuses(in Input, specs []v1.Container, rs *runtime.PodStatus, ha
 		switch {
 		case newest != nil:
 			st = convert(newest, old)
+			carryOver(&st, newest, old)
 			if before != nil {
 				st.LastTerminationState = convert(before, old).State
 			}
+		case restartingAll && old != nil && old.State.Waiting == nil:
+			// Removed to restart all containers: it waits to start
+			// again, and counts one more restart.
+			if old.State.Terminated != nil {
+				st = *old.DeepCopy()
+			} else {
+				st = v1.ContainerStatus{Name: c.Name, Image: c.Image, RestartCount: old.RestartCount}
+			}
+			st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: reasonRestartingAll, Message: msgRestartingAll}}
+			st.LastTerminationState = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: reasonRestartingAll, Message: msgRestartingAll, ExitCode: exitUnknown}}
+			st.RestartCount = old.RestartCount + 1
 		case old != nil && old.State.Terminated != nil:
 			// The container is gone from the runtime; how it ended is
 			// still known.
@@ -76,6 +94,32 @@ func containerStatuses(in Input, specs []v1.Container, rs *runtime.PodStatus, ha
 		out = append(out, st)
 	}
 	return out
+}
+
+// carryOver keeps, from a container's previous API status, what the
+// runtime may have forgotten, as the kubelet does with its
+// RestartAllContainersOnContainerExits feature (on by default since
+// Kubernetes 1.37), which removes containers: the restart count never
+// goes down, a new instance takes the previous one's termination as its
+// last state (or keeps the last state the previous status had), and a
+// container that runs again after the previous status showed it
+// terminated counts one more restart when the runtime's count did not
+// move. The instance before the newest, when the runtime still has it,
+// gives the last state instead (the caller sets it afterwards).
+func carryOver(st *v1.ContainerStatus, newest *runtime.ContainerStatus, old *v1.ContainerStatus) {
+	if old == nil {
+		return
+	}
+	st.RestartCount = max(st.RestartCount, old.RestartCount)
+	switch {
+	case old.ContainerID != st.ContainerID && old.State.Terminated != nil:
+		st.LastTerminationState = v1.ContainerState{Terminated: old.State.Terminated.DeepCopy()}
+	case old.LastTerminationState.Terminated != nil:
+		st.LastTerminationState = v1.ContainerState{Terminated: old.LastTerminationState.Terminated.DeepCopy()}
+	}
+	if newest.State == runtime.ContainerStateRunning && old.State.Terminated != nil && int(old.RestartCount) >= newest.RestartCount {
+		st.RestartCount = old.RestartCount + 1
+	}
 }
 
 // waitingReason puts the last sync's failure (ErrImagePull,

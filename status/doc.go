@@ -22,7 +22,24 @@
 //     one more restart unless the pod is being deleted); one in the
 //     runtime's unknown state that was running is terminated with
 //     ContainerStatusUnknown; an init container gone from a pod whose
-//     regular containers exist is taken as completed;
+//     regular containers exist is taken as completed. As the kubelet does
+//     with its RestartAllContainersOnContainerExits feature (on by
+//     default since Kubernetes 1.37), a restart count never goes below
+//     the previous status's, a new instance takes the previous one's
+//     termination (else the previous last state) as its last state when
+//     the runtime no longer has the instance before it, and one that runs
+//     again after the previous status showed it terminated counts one
+//     more restart when the runtime's count did not move;
+//   - a restart of all containers (a restart rule with the action
+//     RestartAllContainers matched an exit, runtime.RestartAllTriggered,
+//     or the previous status shows one under way): every container the
+//     runtime no longer has and that was not waiting is reported waiting
+//     with reason RestartingAllContainers, with a last state terminated
+//     with that reason and exit code 137, and one more restart; a
+//     container so reported, or one that exited with such a code, counts
+//     as one that restarts for the phase, so a pod with restartPolicy
+//     Never stays Running (Pending while its init containers run again)
+//     instead of failing;
 //   - the phase with the kubelet's rules: Pending while init containers
 //     run or containers wait; Running while a container runs or is to
 //     restart; Succeeded or Failed when all have stopped and none is to
@@ -59,9 +76,14 @@
 //     when it has none, from the API's) while the phase stays the same,
 //     and dropped when the phase changes;
 //   - the conditions PodReadyToStartContainers, Initialized, Ready,
-//     ContainersReady and PodScheduled, in the kubelet's order, with its
-//     reasons and messages, and transition times kept while the status
-//     does not change: ContainersNotReady "containers with unready
+//     ContainersReady and PodScheduled, in the kubelet's order, and
+//     AllContainersRestarting last on a pod with a RestartAllContainers
+//     rule, with its reasons and messages, and transition times kept
+//     while the status does not change: AllContainersRestarting True with
+//     RestartAllContainersStarted from the exit that starts a restart of
+//     all containers until the runtime has none of the pod's init and
+//     regular containers left, False otherwise (PodCompleted or PodFailed
+//     once the pod has ended); ContainersNotReady "containers with unready
 //     status: [a b]" (and "containers with unknown status: [...]");
 //     ContainersNotInitialized "containers with incomplete status:
 //     [...]"; ReadinessGatesNotReady naming each gate that is missing or
@@ -86,12 +108,6 @@
 // kubelet's behaviour rests on, or where the kubelet's own data is not at
 // hand:
 //
-//   - restarting all containers in place (the kubelet's
-//     RestartAllContainersOnContainerExits, restart rules with the action
-//     RestartAllContainers, which podsource refuses) is not implemented by
-//     runtime/cri, so there is no AllContainersRestarting condition or
-//     RestartingAllContainers reason, and restart counts and last states
-//     are not carried over from the previous status;
 //   - Generate never fails a pod with a reason of its own (the kubelet's
 //     admission, eviction and active-deadline handlers, which set Failed
 //     with OutOfcpu, Evicted or DeadlineExceeded): the agent sets phase,

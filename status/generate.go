@@ -74,7 +74,8 @@ const (
 // and pkg/kubelet/status): container statuses with state, last state,
 // restart count, ready and started; the phase, with its reason and
 // message kept while it lasts; the PodReadyToStartContainers,
-// Initialized, Ready, ContainersReady and PodScheduled conditions with
+// Initialized, Ready, ContainersReady and PodScheduled conditions, and
+// AllContainersRestarting for a pod with a RestartAllContainers rule, with
 // their reasons and messages; IPs, start time and QoS class. in.Stage
 // gives the phase and container states of a pod being terminated. A
 // terminal phase in Previous (or in the pod's own status) never changes.
@@ -94,13 +95,16 @@ func Generate(in Input) v1.PodStatus {
 	s := v1.PodStatus{QOSClass: podutil.QOSClass(pod)}
 
 	hasInits := len(pod.Spec.InitContainers) > 0
-	s.InitContainerStatuses = containerStatuses(in, pod.Spec.InitContainers, rs, hasInits, true, prev.InitContainerStatuses)
-	s.ContainerStatuses = containerStatuses(in, pod.Spec.Containers, rs, hasInits, false, prev.ContainerStatuses)
+	// The kubelet's ShouldAllContainersRestart: a restart of all
+	// containers was under way, or an exit that starts one is seen now.
+	restartingAll := podutil.RestartingAllContainers(pod, prev) || runtime.RestartAllTriggered(pod, rs)
+	s.InitContainerStatuses = containerStatuses(in, pod.Spec.InitContainers, rs, hasInits, true, restartingAll, prev.InitContainerStatuses)
+	s.ContainerStatuses = containerStatuses(in, pod.Spec.Containers, rs, hasInits, false, restartingAll, prev.ContainerStatuses)
 	var eph []v1.Container
 	for i := range pod.Spec.EphemeralContainers {
 		eph = append(eph, v1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon))
 	}
-	s.EphemeralContainerStatuses = containerStatuses(in, eph, rs, hasInits, false, prev.EphemeralContainerStatuses)
+	s.EphemeralContainerStatuses = containerStatuses(in, eph, rs, hasInits, false, restartingAll, prev.EphemeralContainerStatuses)
 	for i := range s.EphemeralContainerStatuses {
 		// Ephemeral containers have no probes and no part in the pod's
 		// readiness: the kubelet reports them never ready, with no
@@ -157,7 +161,7 @@ func Generate(in Input) v1.PodStatus {
 		s.StartTime = &t
 	}
 
-	s.Conditions = conditions(pod, rs, &s, prev, metav1.NewTime(in.Now))
+	s.Conditions = conditions(pod, rs, &s, prev, restartingAll, metav1.NewTime(in.Now))
 	if in.Stage == Terminated {
 		finish(pod, &s, prev)
 	}
@@ -238,14 +242,16 @@ const (
 	reasonNotInitialized     = "ContainersNotInitialized"
 	reasonGatesNotReady      = "ReadinessGatesNotReady"
 	reasonSandboxNotReady    = "PodSandboxNotReady"
+	reasonRestartAllStarted  = "RestartAllContainersStarted"
 	msgUnknownStatusesFormat = "containers with unknown status: "
 )
 
 // conditions are the kubelet's pod conditions, in its order:
 // PodReadyToStartContainers, Initialized, Ready, ContainersReady,
-// PodScheduled. A condition keeps its previous transition time while its
-// status does not change.
-func conditions(pod *v1.Pod, rs *runtime.PodStatus, s, prev *v1.PodStatus, now metav1.Time) []v1.PodCondition {
+// PodScheduled, and AllContainersRestarting for a pod with a restart rule
+// whose action is RestartAllContainers. A condition keeps its previous
+// transition time while its status does not change.
+func conditions(pod *v1.Pod, rs *runtime.PodStatus, s, prev *v1.PodStatus, restartingAll bool, now metav1.Time) []v1.PodCondition {
 	containersReady := containersReadyCondition(pod, s)
 	conds := []v1.PodCondition{
 		readyToStartCondition(pod, rs),
@@ -253,6 +259,9 @@ func conditions(pod *v1.Pod, rs *runtime.PodStatus, s, prev *v1.PodStatus, now m
 		readyCondition(pod, containersReady),
 		containersReady,
 		{Type: v1.PodScheduled, Status: v1.ConditionTrue},
+	}
+	if podutil.MayRestartAllContainers(&pod.Spec) {
+		conds = append(conds, allRestartingCondition(pod, rs, s, restartingAll))
 	}
 	for i := range conds {
 		conds[i].LastTransitionTime = now
@@ -263,6 +272,37 @@ func conditions(pod *v1.Pod, rs *runtime.PodStatus, s, prev *v1.PodStatus, now m
 		}
 	}
 	return conds
+}
+
+// allRestartingCondition is the kubelet's AllContainersRestarting: True,
+// with reason RestartAllContainersStarted, from the exit that restarts all
+// containers until the runtime has none of the pod's init and regular
+// containers left (the sync removes them all, then starts them afresh);
+// False otherwise, with PodCompleted or PodFailed once the pod has ended.
+func allRestartingCondition(pod *v1.Pod, rs *runtime.PodStatus, s *v1.PodStatus, restartingAll bool) v1.PodCondition {
+	c := v1.PodCondition{Type: v1.AllContainersRestarting, Status: v1.ConditionFalse}
+	switch {
+	case s.Phase == v1.PodSucceeded:
+		c.Reason = reasonPodCompleted
+	case s.Phase == v1.PodFailed:
+		c.Reason = reasonPodFailed
+	case restartingAll && !noContainerLeft(pod, rs):
+		c.Status, c.Reason, c.Message = v1.ConditionTrue, reasonRestartAllStarted, "a container exited with a code that restarts all containers"
+	}
+	return c
+}
+
+// noContainerLeft reports whether the runtime has no instance of any of
+// the pod's init and regular containers.
+func noContainerLeft(pod *v1.Pod, rs *runtime.PodStatus) bool {
+	for _, list := range [2][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			if rs.FindContainerStatus(list[i].Name) != nil {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // listMessage joins the kubelet's message parts: for each non-empty list
@@ -526,8 +566,9 @@ func findStatus(list []v1.ContainerStatus, name string) *v1.ContainerStatus {
 // as the kubelet does with the ContainerRestartRules feature (on by
 // default since Kubernetes 1.35): by its restart rules, its own
 // restartPolicy, else the pod's (podutil.ContainerShouldRestart), on its
-// last exit code. A regular init container that failed and will not run
-// again fails the pod. Once no container runs, the pod is Running while
+// last exit code; a container removed to restart all containers (its
+// last state's reason RestartingAllContainers) runs again. A regular init
+// container that failed and will not run again fails the pod. Once no container runs, the pod is Running while
 // one of them is to restart, else Succeeded when all exited 0 and Failed
 // otherwise. Without per-container settings this is the pod-level rule:
 // Always keeps the pod Running, OnFailure until all succeeded, Never
@@ -540,6 +581,10 @@ func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus, initialized, ter
 	var pendingInit, pendingSidecars, failedInitForGood int
 	var unknown, running, waiting, stopped, stoppedForGood, succeeded int
 	restarts := func(c *v1.Container, code int32) bool { return podutil.ContainerShouldRestart(c, &pod.Spec, code) }
+	// A container removed to restart all containers is to start again.
+	restartsAfter := func(c *v1.Container, t *v1.ContainerStateTerminated) bool {
+		return t.Reason == reasonRestartingAll || restarts(c, t.ExitCode)
+	}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		st := findStatus(inits, c.Name)
@@ -571,13 +616,13 @@ func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus, initialized, ter
 		case st.State.Running != nil:
 			pendingInit++
 		case st.State.Terminated != nil:
-			if code := st.State.Terminated.ExitCode; code != 0 && !restarts(c, code) {
+			if t := st.State.Terminated; t.ExitCode != 0 && !restartsAfter(c, t) {
 				failedInitForGood++
 			}
 		case st.State.Waiting != nil:
 			if t := st.LastTerminationState.Terminated; t == nil {
 				pendingInit++
-			} else if t.ExitCode != 0 && !restarts(c, t.ExitCode) {
+			} else if t.ExitCode != 0 && !restartsAfter(c, t) {
 				failedInitForGood++
 			}
 		default:
@@ -594,17 +639,16 @@ func phase(pod *v1.Pod, inits, containers []v1.ContainerStatus, initialized, ter
 			running++
 		case st.State.Terminated != nil:
 			stopped++
-			code := st.State.Terminated.ExitCode
-			if !restarts(c, code) {
+			if !restartsAfter(c, st.State.Terminated) {
 				stoppedForGood++
 			}
-			if code == 0 {
+			if st.State.Terminated.ExitCode == 0 {
 				succeeded++
 			}
 		case st.State.Waiting != nil:
 			if t := st.LastTerminationState.Terminated; t != nil {
 				stopped++
-				if !restarts(c, t.ExitCode) {
+				if !restartsAfter(c, t) {
 					stoppedForGood++
 				}
 			} else {
