@@ -28,7 +28,9 @@
 // terminated and will not be started again (its restartPolicyRules on
 // the exit code, else its own restartPolicy, else the pod's: Never, or
 // OnFailure after exit code 0; a sidecar's Always wins over the pod's
-// policy), after reporting Failure; and, for liveness and startup only,
+// policy; and no restart of all the pod's containers, a restart rule with
+// the action RestartAllContainers, shows in the pod's status as under way
+// or about to start), after reporting Failure; and, for liveness and startup only,
 // when the pod has a deletion timestamp, after reporting Success so the
 // shutdown is quiet (readiness goes on probing the terminating pod).
 // Unlike the kubelet, which creates the worker again on the next sync

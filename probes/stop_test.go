@@ -73,6 +73,22 @@ func TestWorkersStopByThemselves(t *testing.T) {
 		}
 		return p
 	}
+	// restartAll is a Never pod whose other container restarts all
+	// containers on exit code 42; the probed container is Never too.
+	restartAll := func() *v1.Pod {
+		never := v1.ContainerRestartPolicyNever
+		p := regular(v1.RestartPolicyNever)
+		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "src", RestartPolicy: &never,
+			RestartPolicyRules: []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestartAllContainers,
+				ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}})
+		return p
+	}
+	withSource := func(s v1.PodStatus, code int32) v1.PodStatus {
+		s.ContainerStatuses = append(s.ContainerStatuses, v1.ContainerStatus{Name: "src", ContainerID: "fake://src", State: exited(code)})
+		return s
+	}
+	restarting := statusOf(v1.PodRunning, exited(0))
+	restarting.Conditions = []v1.PodCondition{{Type: v1.AllContainersRestarting, Status: v1.ConditionTrue}}
 	deleted := regular(v1.RestartPolicyAlways)
 	deleted.DeletionTimestamp = &metav1.Time{Time: t0}
 	deleted.Spec.Containers[0].StartupProbe = probe(10, 3, 1, 0)
@@ -106,6 +122,12 @@ func TestWorkersStopByThemselves(t *testing.T) {
 		{name: "Never: exited with another code than the rule's", pod: withRule(regular(v1.RestartPolicyNever), v1.ContainerRestartPolicyNever, 42), status: statusOf(v1.PodRunning, exited(1)),
 			updates: []string{"c Liveness failure", "c Liveness success", "c Readiness failure"}},
 		{name: "Always pod, container Never: exited", pod: withRule(regular(v1.RestartPolicyAlways), v1.ContainerRestartPolicyNever), status: statusOf(v1.PodRunning, exited(0)),
+			updates: []string{"c Liveness failure", "c Liveness success", "c Readiness failure"}},
+		{name: "Never: exited while all containers restart (condition True)", pod: restartAll(), status: restarting,
+			workers: 2, updates: []string{"c Liveness failure", "c Liveness success", "c Readiness failure"}},
+		{name: "Never: exited as another container exited with a code that restarts all", pod: restartAll(), status: withSource(statusOf(v1.PodRunning, exited(0)), 42),
+			workers: 2, updates: []string{"c Liveness failure", "c Liveness success", "c Readiness failure"}},
+		{name: "Never: exited as another container exited with another code", pod: restartAll(), status: withSource(statusOf(v1.PodRunning, exited(0)), 1),
 			updates: []string{"c Liveness failure", "c Liveness success", "c Readiness failure"}},
 		{name: "Never: exited sidecar is restarted", pod: sidecar,
 			status:  v1.PodStatus{Phase: v1.PodRunning, InitContainerStatuses: []v1.ContainerStatus{{Name: "c", ContainerID: "fake://a", State: exited(0)}}},

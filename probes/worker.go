@@ -127,8 +127,11 @@ func (w *worker) run(ctx context.Context) (stoppedItself bool) {
 // It returns false when the worker is to stop for good, by the rules of
 // the kubelet's worker: the pod reached a terminal phase (checked before
 // anything else, so such a pod is never probed); its container terminated
-// and will not be started again; or, for liveness and startup, the pod is
-// being deleted (after a last Success, so the shutdown stays quiet).
+// and will not be started again (by its restart settings, or by a restart
+// of all the pod's containers that the pod's status shows under way or
+// about to start: podutil.RestartingAllContainers); or, for liveness and
+// startup, the pod is being deleted (after a last Success, so the
+// shutdown stays quiet).
 func (w *worker) doProbe(ctx context.Context) (keepGoing bool) {
 	m := w.m
 	st, ok := m.cfg.Status(w.podUID)
@@ -171,8 +174,10 @@ func (w *worker) doProbe(ctx context.Context) (keepGoing bool) {
 	}
 	if cs.State.Running == nil {
 		m.set(ctx, w, cs.ContainerID, Failure)
-		// Waiting containers start (again); a terminated one may not.
-		return cs.State.Terminated == nil || restarts(pod, w.container, cs.State.Terminated.ExitCode)
+		// Waiting containers start (again); a terminated one may not,
+		// unless all the pod's containers are being restarted.
+		return cs.State.Terminated == nil || restarts(pod, w.container, cs.State.Terminated.ExitCode) ||
+			podutil.RestartingAllContainers(pod, &st)
 	}
 	if pod.DeletionTimestamp != nil && (w.typ == Liveness || w.typ == Startup) {
 		m.set(ctx, w, cs.ContainerID, Success)
