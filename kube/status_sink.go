@@ -66,7 +66,7 @@ var ErrNoMirrorPod = errors.New("kube: the static pod has no mirror pod yet")
 // For each status it reads the pod and merges the new status into the
 // API's: the phase never leaves Failed or Succeeded; the conditions the
 // kubelet owns (PodScheduled, PodReadyToStartContainers, Initialized,
-// ContainersReady, Ready) are replaced and every other condition (a
+// ContainersReady, Ready, AllContainersRestarting) are replaced and every other condition (a
 // readiness gate's, DisruptionTarget) is kept, or added when only the
 // node's status has it (the DisruptionTarget of a pod the node evicted,
 // preempted or shut down); as the pod turns Failed or Succeeded, the
@@ -221,6 +221,7 @@ var kubeletConditions = map[v1.PodConditionType]bool{
 	v1.PodReady:                  true,
 	v1.PodResizePending:          true,
 	v1.PodResizeInProgress:       true,
+	v1.AllContainersRestarting:   true,
 }
 
 // mergePodStatus merges the node's status st into the API's status old.

@@ -175,3 +175,41 @@ func TestStatusSinkError(t *testing.T) {
 		t.Fatalf("err = %v; want ServiceUnavailable naming default/web", err)
 	}
 }
+
+// TestStatusSinkOwnsAllContainersRestarting checks that the node's
+// AllContainersRestarting replaces the API's, as the kubelet owns it: a
+// True written while all containers restart turns False with the next
+// status, and is dropped when the node's status no longer has it.
+func TestStatusSinkOwnsAllContainersRestarting(t *testing.T) {
+	pod := apiPod("default", "web", "u1", "n1", 0)
+	client := fake.NewClientset(pod)
+	s := newSink(t, client)
+	ctx := context.Background()
+	with := func(st v1.ConditionStatus) v1.PodStatus {
+		r := running("10.0.0.5")
+		r.Conditions = append(r.Conditions, v1.PodCondition{Type: v1.AllContainersRestarting, Status: st})
+		return r
+	}
+	conds := func() map[v1.PodConditionType]v1.ConditionStatus {
+		out := map[v1.PodConditionType]v1.ConditionStatus{}
+		for _, c := range podStatus(t, client, "web").Conditions {
+			out[c.Type] = c.Status
+		}
+		return out
+	}
+	for i, tc := range []struct {
+		status v1.PodStatus
+		want   v1.ConditionStatus // "" for absent
+	}{
+		{with(v1.ConditionTrue), v1.ConditionTrue},
+		{with(v1.ConditionFalse), v1.ConditionFalse},
+		{running("10.0.0.5"), ""},
+	} {
+		if err := s.UpdatePodStatus(ctx, sourced(pod), tc.status); err != nil {
+			t.Fatal(err)
+		}
+		if got := conds()[v1.AllContainersRestarting]; got != tc.want {
+			t.Errorf("status %d: AllContainersRestarting %q in the API, want %q", i, got, tc.want)
+		}
+	}
+}
