@@ -63,8 +63,9 @@
 //     period, stop signals); init containers: no probes or hooks unless
 //     restartPolicy is Always; a container's own restartPolicy (Always,
 //     OnFailure or Never) and restartPolicyRules (only with a
-//     restartPolicy; at most 20, each with action Restart and exitCodes:
-//     operator In or NotIn, at most 255 values); no ephemeral containers
+//     restartPolicy; at most 20, each with action Restart or
+//     RestartAllContainers and exitCodes: operator In or NotIn, at most
+//     255 values); no ephemeral containers
 //     on create (Validate, static pods);
 //   - ephemeral containers, on pods that gain them after creation (the
 //     Merger): a valid container, a name unique among all the pod's
@@ -99,12 +100,13 @@
 // (seccomp, AppArmor and toleration annotations), spec.nodeName (the node
 // sets it).
 //
-// Deliberate difference: the API server also accepts restart rules with
-// the action RestartAllContainers (the RestartAllContainersOnContainerExits
-// feature); nodekit's runtime does not implement it, so Validate refuses
-// it instead of ignoring it. Per-container restartPolicy and rules with
-// the action Restart (the ContainerRestartRules feature) are accepted and
-// followed by runtime/cri, status and probes.
+// Per-container restartPolicy and restartPolicyRules are accepted as the
+// API server accepts them with the ContainerRestartRules and
+// RestartAllContainersOnContainerExits features (on by default since
+// Kubernetes 1.35 and 1.37), and followed by runtime/cri, status and
+// probes: the action Restart restarts the container, the action
+// RestartAllContainers every init, sidecar and regular container of the
+// pod.
 //
 // Merger runs the sources and merges them into one stream of REMOVE, ADD,
 // UPDATE, DELETE and RECONCILE operations, tagged with their source, and

@@ -71,9 +71,10 @@ const (
 // restartPolicy and restartPolicyRules (the ContainerRestartRules
 // feature, on by default since Kubernetes 1.35): a policy among Always,
 // OnFailure and Never; rules only with a policy, at most 20, each with
-// action Restart and exitCodes (operator In or NotIn, at most 255
-// values). The action RestartAllContainers, which the API server also
-// accepts, is refused: nodekit's runtime does not implement it.
+// action Restart or RestartAllContainers (the
+// RestartAllContainersOnContainerExits feature, on by default since
+// Kubernetes 1.37, which also lets sidecars have rules) and exitCodes
+// (operator In or NotIn, at most 255 values).
 func validateRestartPolicy(c *v1.Container, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	policies := []v1.ContainerRestartPolicy{v1.ContainerRestartPolicyAlways, v1.ContainerRestartPolicyNever, v1.ContainerRestartPolicyOnFailure}
@@ -91,12 +92,9 @@ func validateRestartPolicy(c *v1.Container, path *field.Path) field.ErrorList {
 	}
 	for i, r := range c.RestartPolicyRules {
 		p := rpath.Index(i)
-		switch r.Action {
-		case v1.ContainerRestartRuleActionRestart:
-		case v1.ContainerRestartRuleActionRestartAllContainers:
-			errs = append(errs, field.Forbidden(p.Child("action"), "RestartAllContainers is not supported by nodekit's runtime; use Restart"))
-		default:
-			errs = append(errs, field.NotSupported(p.Child("action"), r.Action, []v1.ContainerRestartRuleAction{v1.ContainerRestartRuleActionRestart}))
+		actions := []v1.ContainerRestartRuleAction{v1.ContainerRestartRuleActionRestart, v1.ContainerRestartRuleActionRestartAllContainers}
+		if !slices.Contains(actions, r.Action) {
+			errs = append(errs, field.NotSupported(p.Child("action"), r.Action, actions))
 		}
 		if r.ExitCodes == nil {
 			errs = append(errs, field.Required(p.Child("exitCodes"), "must be specified"))

@@ -19,9 +19,9 @@ func restartRule(action v1.ContainerRestartRuleAction, op v1.ContainerRestartRul
 }
 
 // Per-container restartPolicy and restartPolicyRules, as the API server
-// validates them with the ContainerRestartRules feature (its cases in
-// validation_test.go), on regular and init containers; only the action
-// RestartAllContainers is refused, with a reason.
+// validates them with the ContainerRestartRules and
+// RestartAllContainersOnContainerExits features (its cases in
+// validation_test.go), on regular, init and sidecar containers.
 func TestValidateContainerRestartRules(t *testing.T) {
 	always, onFailure, never := v1.ContainerRestartPolicyAlways, v1.ContainerRestartPolicyOnFailure, v1.ContainerRestartPolicyNever
 	invalid, empty := v1.ContainerRestartPolicy("invalid"), v1.ContainerRestartPolicy("")
@@ -46,10 +46,13 @@ func TestValidateContainerRestartRules(t *testing.T) {
 		{"invalid policy", &invalid, nil, `restartPolicy: Unsupported value: "invalid"`},
 		{"empty policy", &empty, nil, `restartPolicy: Unsupported value: ""`},
 		{"rules without a policy", nil, []v1.ContainerRestartRule{restart42}, "restartPolicy: Required value: must specify restartPolicy when restart rules are used"},
-		{"invalid action", &never, []v1.ContainerRestartRule{restartRule("invalid", v1.ContainerRestartRuleOnExitCodesOpIn, 42)}, `restartPolicyRules[0].action: Unsupported value: "invalid"`},
+		{"invalid action", &never, []v1.ContainerRestartRule{restartRule("invalid", v1.ContainerRestartRuleOnExitCodesOpIn, 42)}, `restartPolicyRules[0].action: Unsupported value: "invalid": supported values: "Restart", "RestartAllContainers"`},
 		{"empty action", &never, []v1.ContainerRestartRule{restartRule("", v1.ContainerRestartRuleOnExitCodesOpIn, 42)}, `restartPolicyRules[0].action: Unsupported value: ""`},
-		{"RestartAllContainers", &never, []v1.ContainerRestartRule{restartRule(v1.ContainerRestartRuleActionRestartAllContainers, v1.ContainerRestartRuleOnExitCodesOpIn, 42)},
-			"restartPolicyRules[0].action: Forbidden: RestartAllContainers is not supported"},
+		{"RestartAllContainers", &never, []v1.ContainerRestartRule{restartRule(v1.ContainerRestartRuleActionRestartAllContainers, v1.ContainerRestartRuleOnExitCodesOpIn, 42)}, ""},
+		{"RestartAllContainers with NotIn beside Restart", &onFailure, []v1.ContainerRestartRule{restart42,
+			restartRule(v1.ContainerRestartRuleActionRestartAllContainers, v1.ContainerRestartRuleOnExitCodesOpNotIn, 0)}, ""},
+		{"Always (a sidecar among init containers) with a RestartAllContainers rule", &always, []v1.ContainerRestartRule{restartRule(v1.ContainerRestartRuleActionRestartAllContainers, v1.ContainerRestartRuleOnExitCodesOpIn, 42)}, ""},
+		{"RestartAllContainers without exit codes", &never, []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestartAllContainers}}, "restartPolicyRules[0].exitCodes: Required value"},
 		{"no exit codes", &never, []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestart}}, "restartPolicyRules[0].exitCodes: Required value"},
 		{"invalid operator", &never, []v1.ContainerRestartRule{restartRule(v1.ContainerRestartRuleActionRestart, "invalid", 42)}, `restartPolicyRules[0].exitCodes.operator: Unsupported value: "invalid"`},
 		{"empty operator", &never, []v1.ContainerRestartRule{restartRule(v1.ContainerRestartRuleActionRestart, "", 42)}, `restartPolicyRules[0].exitCodes.operator: Unsupported value: ""`},
