@@ -31,6 +31,10 @@
 //     observation, then calls Runtime.SyncPod; failures of this sync
 //     become the containers' waiting reasons (ErrImagePull,
 //     CrashLoopBackOff...) at once;
+//   - a sync that removed the pod's containers to restart them all (a
+//     restart rule with the action RestartAllContainers matched an exit;
+//     runtime.ActionRemoveContainer steps) is followed by another as soon
+//     as the runtime's view shows them gone, which starts them again;
 //   - a pod that reaches Succeeded or Failed is terminated (its sandbox
 //     stopped); a pod removed from its source is killed within its grace
 //     period; a changed static manifest is a new pod, started once the

@@ -196,6 +196,14 @@ func (a *Agent) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v1.Po
 		return false, fmt.Errorf("agent: pod %s: unable to attach or mount volumes: %w", podutil.FullName(pod), err)
 	}
 	res := a.rt.SyncPod(ctx, pod, rs)
+	if removedAll(res) {
+		// All the pod's containers were removed to restart them (a
+		// RestartAllContainers rule matched): sync again as soon as the
+		// runtime's view shows them gone, as the kubelet does, rather
+		// than at the next resync, since removals make no event worth a
+		// sync.
+		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: pod})
+	}
 	a.probes.AddPod(pod)
 	var reasons map[string]status.Reason // nil on a sync without failures
 	for _, step := range res.Steps {
@@ -214,6 +222,21 @@ func (a *Agent) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v1.Po
 		a.generate(pod, rs)
 	}
 	return false, res.Error()
+}
+
+// removedAll reports whether a sync removed containers to restart all of
+// them, without an error.
+func removedAll(res *runtime.SyncResult) bool {
+	removed := false
+	for _, s := range res.Steps {
+		if s.Err != nil {
+			return false
+		}
+		if s.Action == runtime.ActionRemoveContainer {
+			removed = true
+		}
+	}
+	return removed
 }
 
 // triggerReadiness has the readiness probes of the pod's started
