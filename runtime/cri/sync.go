@@ -47,7 +47,8 @@ const (
 // ephemeral containers, init containers (sidecars to restart and the next
 // regular one) and regular containers. A container in crash-loop back-off
 // is skipped with reason CrashLoopBackOff; a failure to start one
-// container does not stop the others.
+// container does not stop the others. A round that restarts all
+// containers (PodActions.ContainersToReset) only kills and removes them.
 func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodStatus) *runtime.SyncResult {
 	res := &runtime.SyncResult{}
 	if status == nil {
