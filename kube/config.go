@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-helpers/nodedeclaredfeatures/features/restartallcontainers"
 	criapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/clock"
 )
@@ -81,6 +83,17 @@ type NodeConfig struct {
 	// kubelet's kube-reserved, system-reserved and hard eviction
 	// thresholds added together). A resource never goes below zero.
 	Reserved v1.ResourceList
+
+	// DeclaredFeatures are status.declaredFeatures: which of the features
+	// the kubelet declares (k8s.io/component-helpers/nodedeclaredfeatures)
+	// this node supports. The scheduler puts a pod that needs one only on
+	// a node that declares it: a pod with a restart rule whose action is
+	// RestartAllContainers only goes to a node that declares
+	// RestartAllContainersOnContainerExits. Reported sorted, without
+	// duplicates. Default (nil): DefaultDeclaredFeatures(), those nodekit
+	// implements; an empty, non-nil slice declares none (for a runtime of
+	// your own that does not implement them).
+	DeclaredFeatures []string
 
 	// Health decides the Ready condition: nil means Ready, an error means
 	// NotReady with the error as message. Give the agent's Healthy (runtime
@@ -191,7 +204,18 @@ func (c NodeConfig) withDefaults() (NodeConfig, error) {
 	c.Taints = append([]v1.Taint(nil), c.Taints...)
 	c.NodeIPs = append([]net.IP(nil), c.NodeIPs...)
 	c.Reserved = c.Reserved.DeepCopy()
+	if c.DeclaredFeatures == nil {
+		c.DeclaredFeatures = DefaultDeclaredFeatures()
+	}
+	c.DeclaredFeatures = slices.Compact(slices.Sorted(slices.Values(c.DeclaredFeatures)))
 	return c, nil
+}
+
+// DefaultDeclaredFeatures returns the node-declared features nodekit
+// implements, the default of NodeConfig.DeclaredFeatures: the restart of
+// all containers by a restart rule (RestartAllContainersOnContainerExits).
+func DefaultDeclaredFeatures() []string {
+	return []string{restartallcontainers.RestartAllContainersOnContainerExits}
 }
 
 func copyMap(m map[string]string) map[string]string {

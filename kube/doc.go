@@ -24,7 +24,9 @@
 //     statfs of the root dir; pods from MaxPods) and allocatable with
 //     NodeConfig.Reserved subtracted, nodeInfo (KubeletVersion, the CRI
 //     runtime's "NAME://VERSION", kernel, OS image, boot ID, machine ID),
-//     daemonEndpoints, and the conditions MemoryPressure, DiskPressure and
+//     daemonEndpoints, declaredFeatures (NodeConfig.DeclaredFeatures, by
+//     default those nodekit implements, so that the scheduler places the
+//     pods that need them here), and the conditions MemoryPressure, DiskPressure and
 //     PIDPressure from a ConditionsProvider and Ready from
 //     NodeConfig.Health, with the kubelet's reasons and messages.
 //     Conditions set by others (NetworkUnavailable) are kept. Every

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -152,6 +153,11 @@ func (n *Node) setStatus(ctx context.Context, node *v1.Node, orig *v1.Node) {
 	addrs = append(addrs, v1.NodeAddress{Type: v1.NodeHostName, Address: n.cfg.Hostname})
 	st.Addresses = addrs
 	st.DaemonEndpoints.KubeletEndpoint.Port = n.cfg.DaemonPort
+	if len(n.cfg.DeclaredFeatures) > 0 {
+		st.DeclaredFeatures = slices.Clone(n.cfg.DeclaredFeatures)
+	} else {
+		st.DeclaredFeatures = nil
+	}
 
 	info, err := n.cfg.SystemInfo()
 	if err != nil {

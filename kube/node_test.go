@@ -326,3 +326,33 @@ func TestStatusAddressesReplaced(t *testing.T) {
 		t.Fatalf("addresses (-want +got):\n%s", d)
 	}
 }
+
+// TestDeclaredFeatures checks status.declaredFeatures, which the
+// scheduler matches against what a pod needs: by default the features
+// nodekit implements (a pod with a RestartAllContainers rule is placed
+// only on a node that declares RestartAllContainersOnContainerExits);
+// the configured ones sorted and without duplicates; none when the
+// configuration says none, also on a Node that declared some before.
+func TestDeclaredFeatures(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  []string
+		want []string
+	}{
+		{"default", nil, []string{"RestartAllContainersOnContainerExits"}},
+		{"configured", []string{"Zed", "RestartAllContainersOnContainerExits", "Zed"}, []string{"RestartAllContainersOnContainerExits", "Zed"}},
+		{"none", []string{}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: v1.NodeStatus{DeclaredFeatures: []string{"Old"}}})
+			f.cfg.DeclaredFeatures = tc.cfg
+			n := f.node(t)
+			if err := n.syncStatus(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, getNode(t, f).Status.DeclaredFeatures); d != "" {
+				t.Errorf("declaredFeatures (-want +got):\n%s", d)
+			}
+		})
+	}
+}
