@@ -46,6 +46,7 @@ func containerStatuses(in Input, specs []v1.Container, rs *runtime.PodStatus, ha
 		switch {
 		case newest != nil:
 			st = convert(newest, old)
+			setContainerResources(&st, c, newest, old)
 			if before != nil {
 				st.LastTerminationState = convert(before, old).State
 			}

@@ -75,7 +75,8 @@ const (
 // restart count, ready and started; the phase, with its reason and
 // message kept while it lasts; the PodReadyToStartContainers,
 // Initialized, Ready, ContainersReady and PodScheduled conditions with
-// their reasons and messages; IPs, start time and QoS class. in.Stage
+// their reasons and messages; IPs, start time and QoS class; the
+// resources of the pod and of its containers. in.Stage
 // gives the phase and container states of a pod being terminated. A
 // terminal phase in Previous (or in the pod's own status) never changes.
 // It is a pure function: it reads in and never modifies it.
@@ -158,6 +159,7 @@ func Generate(in Input) v1.PodStatus {
 	}
 
 	s.Conditions = conditions(pod, rs, &s, prev, metav1.NewTime(in.Now))
+	s.Resources, s.AllocatedResources = podResources(pod)
 	if in.Stage == Terminated {
 		finish(pod, &s, prev)
 	}
