@@ -64,7 +64,10 @@ var ErrNoMirrorPod = errors.New("kube: the static pod has no mirror pod yet")
 // is written when it is back.
 //
 // For each status it reads the pod and merges the new status into the
-// API's: the phase never leaves Failed or Succeeded; the conditions the
+// API's: the node's status is written whole (container statuses with
+// their resources, allocatedResources and user; the pod's resources and
+// allocatedResources), except that the phase never leaves Failed or
+// Succeeded; the conditions the
 // kubelet owns (PodScheduled, PodReadyToStartContainers, Initialized,
 // ContainersReady, Ready, AllContainersRestarting) are replaced and every other condition (a
 // readiness gate's, DisruptionTarget) is kept, or added when only the

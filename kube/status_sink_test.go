@@ -15,6 +15,8 @@ import (
 
 	"github.com/nodekit/nodekit/kube"
 	"github.com/nodekit/nodekit/podsource"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // sourced returns p as the PodSource sends it.
@@ -211,5 +213,56 @@ func TestStatusSinkOwnsAllContainersRestarting(t *testing.T) {
 		if got := conds()[v1.AllContainersRestarting]; got != tc.want {
 			t.Errorf("status %d: AllContainersRestarting %q in the API, want %q", i, got, tc.want)
 		}
+	}
+}
+
+// TestStatusSinkWritesResources checks that the resources the node
+// reports reach the API server: the pod's resources and
+// allocatedResources, and each container's resources, allocatedResources
+// and user; a figure that goes away is removed; and an empty report (a
+// pod without resources) is not patched again and again.
+func TestStatusSinkWritesResources(t *testing.T) {
+	pod := apiPod("default", "web", "u1", "n1", 0)
+	client := fake.NewClientset(pod)
+	s := newSink(t, client)
+	ctx := context.Background()
+	q := resource.MustParse
+	st := running("10.0.0.5")
+	st.Resources = &v1.ResourceRequirements{Requests: v1.ResourceList{"cpu": q("500m"), "memory": q("64Mi")}, Limits: v1.ResourceList{"cpu": q("1")}}
+	st.AllocatedResources = v1.ResourceList{"cpu": q("500m"), "memory": q("64Mi")}
+	st.ContainerStatuses[0].Resources = &v1.ResourceRequirements{Requests: v1.ResourceList{"cpu": q("250m")}, Limits: v1.ResourceList{"memory": q("128Mi")}}
+	st.ContainerStatuses[0].AllocatedResources = v1.ResourceList{"cpu": q("250m")}
+	st.ContainerStatuses[0].User = &v1.ContainerUser{Linux: &v1.LinuxContainerUser{UID: 1000, GID: 3000, SupplementalGroups: []int64{3000, 4000}}}
+	if err := s.UpdatePodStatus(ctx, sourced(pod), st); err != nil {
+		t.Fatal(err)
+	}
+	got := podStatus(t, client, "web")
+	if !equality.Semantic.DeepEqual(got.Resources, st.Resources) || !equality.Semantic.DeepEqual(got.AllocatedResources, st.AllocatedResources) {
+		t.Errorf("pod resources %v allocated %v, want %v and %v", got.Resources, got.AllocatedResources, st.Resources, st.AllocatedResources)
+	}
+	if !equality.Semantic.DeepEqual(got.ContainerStatuses, st.ContainerStatuses) {
+		t.Errorf("container statuses %+v\nwant %+v", got.ContainerStatuses, st.ContainerStatuses)
+	}
+
+	// Everything goes: what is left is empty, as for a pod without resources.
+	empty := running("10.0.0.5")
+	empty.Resources = &v1.ResourceRequirements{Requests: v1.ResourceList{}, Limits: v1.ResourceList{}}
+	empty.AllocatedResources = v1.ResourceList{}
+	empty.ContainerStatuses[0].Resources = &v1.ResourceRequirements{}
+	for range 2 {
+		if err := s.UpdatePodStatus(ctx, sourced(pod), empty); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got = podStatus(t, client, "web")
+	if got.Resources == nil || len(got.Resources.Requests)+len(got.Resources.Limits)+len(got.AllocatedResources) != 0 {
+		t.Errorf("pod resources %v allocated %v, want empty", got.Resources, got.AllocatedResources)
+	}
+	cs := got.ContainerStatuses[0]
+	if cs.Resources == nil || len(cs.Resources.Requests)+len(cs.Resources.Limits)+len(cs.AllocatedResources) != 0 || cs.User != nil {
+		t.Errorf("container resources %v allocated %v user %v, want empty resources and nothing else", cs.Resources, cs.AllocatedResources, cs.User)
+	}
+	if s.Patched() != 2 || s.Skipped() != 1 {
+		t.Errorf("patched %d, skipped %d; want 2 and 1: an empty report is written once", s.Patched(), s.Skipped())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -234,6 +235,38 @@ type ContainerStatus struct {
 	LogPath     string
 	Labels      map[string]string
 	Annotations map[string]string
+	// Resources are the CPU and memory settings the runtime reports the
+	// container runs with; nil when it reports none.
+	Resources *ContainerResources
+	// User is the identity the runtime reports the container's process
+	// runs as; nil when it reports none.
+	User *ContainerUser
+}
+
+// ContainerResources are a container's CPU and memory settings as a
+// runtime applied them, in the API's units. A nil field is one the
+// runtime did not report (or reported as unset).
+type ContainerResources struct {
+	// CPURequest is the CPU the container's CPU shares stand for.
+	CPURequest *resource.Quantity
+	// CPULimit is the CPU its CFS quota and period allow.
+	CPULimit *resource.Quantity
+	// MemoryLimit is its memory limit in bytes.
+	MemoryLimit *resource.Quantity
+}
+
+// ContainerUser is the identity a container's process runs as.
+type ContainerUser struct {
+	// Linux is the Linux identity; nil on other systems.
+	Linux *LinuxContainerUser
+}
+
+// LinuxContainerUser is a Linux process identity: its user ID, primary
+// group ID and supplementary group IDs.
+type LinuxContainerUser struct {
+	UID                int64
+	GID                int64
+	SupplementalGroups []int64
 }
 
 // Status is a runtime's own health.

@@ -53,6 +53,7 @@ func containerStatuses(in Input, specs []v1.Container, rs *runtime.PodStatus, ha
 		case newest != nil:
 			st = convert(newest, old)
 			carryOver(&st, newest, old)
+			setContainerResources(&st, c, newest, old)
 			if before != nil {
 				st.LastTerminationState = convert(before, old).State
 			}

@@ -102,7 +102,31 @@
 //     a regular container has started, and then stays True (a sidecar
 //     restarting later, or a pod initializing again in a new sandbox,
 //     does not undo it);
-//   - pod and host IPs, start time and QoS class.
+//   - pod and host IPs, start time and QoS class;
+//   - resources, as the kubelet reports them with its default feature
+//     gates (InPlacePodVerticalScaling, InPlacePodLevelResourcesVerticalScaling,
+//     SupplementalGroupsPolicy; not ContainerStopSignals, off by default,
+//     so no stopSignal). The spec as the node has it is what the kubelet
+//     calls allocated. A container status made from a runtime instance
+//     carries allocatedResources (the spec's requests), user (the
+//     process's UID, GID and supplemental groups as the runtime reports
+//     them, nil when it reports none) and resources: the spec's
+//     requirements (an empty, non-nil value when there are none) for a
+//     container that does not run; for a running one the same, with the
+//     CPU limit (from the CFS quota and period), CPU request (from the
+//     CPU shares) and memory limit the runtime reports taking their place
+//     where the spec has limits, respectively requests (a CPU figure at or
+//     below the cgroup floor, 10m for the limit and 2m for the request,
+//     on both sides keeps the spec's), and a figure the runtime does not
+//     report kept from the previous status of the same running container,
+//     else the spec's. A container without an instance (waiting to be
+//     created) reports none of them, and one gone from the runtime keeps
+//     what its terminated status had. The pod's allocatedResources are its
+//     effective requests (k8s.io/component-helpers/resource.PodRequests:
+//     pod-level requests where set, else the containers' aggregated, plus
+//     overhead) and its status.resources are spec.resources with those
+//     requests and the matching limits (PodLimits); a pod without any
+//     resources gets empty, non-nil values, as from the kubelet.
 //
 // Generate differs from the kubelet where nodekit lacks what the
 // kubelet's behaviour rests on, or where the kubelet's own data is not at
@@ -121,7 +145,20 @@
 //   - in the final status, whether the pod ever initialized is read from
 //     the previous status, where the kubelet reads its copy of the API's;
 //   - a container whose sandbox the runtime does not report counts as in
-//     the current sandbox when deciding whether the pod has initialized.
+//     the current sandbox when deciding whether the pod has initialized;
+//   - a Running pod's status.resources are its effective allocated
+//     values, as for a pod in any other phase: the kubelet reads them
+//     from the pod's cgroup (CPU shares and quota, memory limit), but
+//     nodekit manages no pod cgroups. Where they differ is the cgroup's
+//     rounding (CPU weights on cgroup v2) and a burstable pod whose
+//     containers do not all have limits, whose cgroup has none while
+//     PodLimits sums the limits that are set;
+//   - a running container whose runtime reports no resources keeps the
+//     figures of its previous status (else the spec's), where the kubelet
+//     first takes those it recorded when it started or resized the
+//     container: nodekit resizes nothing in place (a changed resource
+//     restarts the container), so what it started the container with is
+//     the spec, or the previous status while a restart is pending.
 //
 // Manager keeps the latest status of each pod with a version, merges the
 // probes' readiness and startup verdicts (SetContainerReadiness,

@@ -76,7 +76,8 @@ const (
 // message kept while it lasts; the PodReadyToStartContainers,
 // Initialized, Ready, ContainersReady and PodScheduled conditions, and
 // AllContainersRestarting for a pod with a RestartAllContainers rule, with
-// their reasons and messages; IPs, start time and QoS class. in.Stage
+// their reasons and messages; IPs, start time and QoS class; the
+// resources of the pod and of its containers. in.Stage
 // gives the phase and container states of a pod being terminated. A
 // terminal phase in Previous (or in the pod's own status) never changes.
 // It is a pure function: it reads in and never modifies it.
@@ -162,6 +163,7 @@ func Generate(in Input) v1.PodStatus {
 	}
 
 	s.Conditions = conditions(pod, rs, &s, prev, restartingAll, metav1.NewTime(in.Now))
+	s.Resources, s.AllocatedResources = podResources(pod)
 	if in.Stage == Terminated {
 		finish(pod, &s, prev)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -181,5 +182,61 @@ func FromContainerStatus(typ string, s *runtimeapi.ContainerStatus, sandboxID st
 		LogPath:     s.GetLogPath(),
 		Labels:      s.GetLabels(),
 		Annotations: s.GetAnnotations(),
+		Resources:   FromContainerResources(s.GetResources()),
+		User:        fromContainerUser(s.GetUser()),
 	}, nil
+}
+
+// The kubelet's CPU units: CPU shares per CPU, and the fewest shares a
+// cgroup takes.
+const (
+	sharesPerCPU = 1024
+	minShares    = 2
+	milliPerCPU  = 1000
+)
+
+// FromContainerResources converts the Linux resources a runtime reports
+// for a container, as the kubelet reads them: the CPU limit from the CFS
+// quota and period (a quota of -1 is no limit), the CPU request from the
+// CPU shares (rounded up to a milli-CPU; fewer than 2 shares stand for
+// none), and the memory limit. A value that comes out zero or negative is
+// left nil; nil when the runtime reports none of the three (or no Linux
+// resources).
+func FromContainerResources(r *runtimeapi.ContainerResources) *runtime.ContainerResources {
+	l := r.GetLinux()
+	if l == nil {
+		return nil
+	}
+	var out runtime.ContainerResources
+	if l.GetCpuPeriod() > 0 && l.GetCpuQuota() != -1 {
+		if m := l.GetCpuQuota() * milliPerCPU / l.GetCpuPeriod(); m > 0 {
+			out.CPULimit = resource.NewMilliQuantity(m, resource.DecimalSI)
+		}
+	}
+	if shares := l.GetCpuShares(); shares >= minShares {
+		// Rounded up: ceil(shares * 1000 / 1024).
+		m := (shares*milliPerCPU + sharesPerCPU - 1) / sharesPerCPU
+		out.CPURequest = resource.NewMilliQuantity(m, resource.DecimalSI)
+	}
+	if b := l.GetMemoryLimitInBytes(); b > 0 {
+		out.MemoryLimit = resource.NewQuantity(b, resource.BinarySI)
+	}
+	if out.CPULimit == nil && out.CPURequest == nil && out.MemoryLimit == nil {
+		return nil
+	}
+	return &out
+}
+
+// fromContainerUser converts the identity a runtime reports for a
+// container's process; nil when it reports none. A report without a
+// Linux identity is an empty ContainerUser, as the kubelet keeps it.
+func fromContainerUser(u *runtimeapi.ContainerUser) *runtime.ContainerUser {
+	if u == nil {
+		return nil
+	}
+	out := &runtime.ContainerUser{}
+	if l := u.GetLinux(); l != nil {
+		out.Linux = &runtime.LinuxContainerUser{UID: l.GetUid(), GID: l.GetGid(), SupplementalGroups: l.GetSupplementalGroups()}
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/runtime"
@@ -116,4 +117,78 @@ func TestWrap(t *testing.T) {
 	if errors.As(plain, &ce) || !strings.Contains(plain.Error(), "PullImage img") {
 		t.Errorf("Wrap of an error without a status: %v, want it named but not an *Error", plain)
 	}
+}
+
+// A container status carries the resources the runtime reports, in the
+// kubelet's units (CPU limit from quota and period, CPU request from the
+// shares rounded up, memory limit in bytes), and the process's user.
+func TestContainerStatusResourcesAndUser(t *testing.T) {
+	meta := &runtimeapi.ContainerMetadata{Name: "c"}
+	for _, tc := range []struct {
+		name string
+		res  *runtimeapi.ContainerResources
+		want string // "cpuRequest cpuLimit memoryLimit", "-" for nil; "nil" for no resources
+	}{
+		{"none reported", nil, "nil"},
+		{"no Linux resources", &runtimeapi.ContainerResources{Windows: &runtimeapi.WindowsContainerResources{CpuShares: 10}}, "nil"},
+		{"all zero", &runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{}}, "nil"},
+		{"request, limit and memory", &runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{
+			CpuShares: 512, CpuPeriod: 100000, CpuQuota: 150000, MemoryLimitInBytes: 128 << 20}}, "500m 1500m 128Mi"},
+		{"shares rounded up", &runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{CpuShares: 102}}, "100m - -"},
+		{"the least shares", &runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{CpuShares: 2}}, "2m - -"},
+		{"below the least shares", &runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{CpuShares: 1}}, "nil"},
+		{"unlimited quota", &runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{CpuShares: 1024, CpuPeriod: 100000, CpuQuota: -1}}, "1 - -"},
+		{"quota without a period", &runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{CpuQuota: 50000}}, "nil"},
+		{"the least quota", &runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{CpuPeriod: 100000, CpuQuota: 1000}}, "- 10m -"},
+		{"quota below a milli-CPU", &runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{CpuPeriod: 100000, CpuQuota: 99}}, "nil"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := criclient.FromContainerStatus("t", &runtimeapi.ContainerStatus{Id: "c1", Metadata: meta, Resources: tc.res}, "s1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := resourcesString(st.Resources); got != tc.want {
+				t.Errorf("resources %s, want %s", got, tc.want)
+			}
+		})
+	}
+
+	st, err := criclient.FromContainerStatus("t", &runtimeapi.ContainerStatus{Id: "c1", Metadata: meta,
+		User: &runtimeapi.ContainerUser{Linux: &runtimeapi.LinuxContainerUser{Uid: 1000, Gid: 3000, SupplementalGroups: []int64{3000, 4000}}}}, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &runtime.ContainerUser{Linux: &runtime.LinuxContainerUser{UID: 1000, GID: 3000, SupplementalGroups: []int64{3000, 4000}}}
+	if diff := cmp.Diff(want, st.User); diff != "" {
+		t.Errorf("user (-want +got):\n%s", diff)
+	}
+	st, err = criclient.FromContainerStatus("t", &runtimeapi.ContainerStatus{Id: "c1", Metadata: meta, User: &runtimeapi.ContainerUser{}}, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.User == nil || st.User.Linux != nil {
+		t.Errorf("user %+v for a report without a Linux identity, want an empty user", st.User)
+	}
+	st, err = criclient.FromContainerStatus("t", &runtimeapi.ContainerStatus{Id: "c1", Metadata: meta}, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.User != nil {
+		t.Errorf("user %+v when the runtime reports none, want nil", st.User)
+	}
+}
+
+func resourcesString(r *runtime.ContainerResources) string {
+	if r == nil {
+		return "nil"
+	}
+	var parts []string
+	for _, q := range []*resource.Quantity{r.CPURequest, r.CPULimit, r.MemoryLimit} {
+		if q == nil {
+			parts = append(parts, "-")
+			continue
+		}
+		parts = append(parts, q.String())
+	}
+	return strings.Join(parts, " ")
 }

@@ -41,7 +41,10 @@
 // nodekit's runtime types, refusing malformed answers with
 // runtime.ErrInvalidResponse. They copy labels and annotations without
 // interpreting them: what the kubelet's labels mean is runtime/cri's
-// business.
+// business. FromContainerStatus also carries the resources the runtime
+// reports the container runs with (FromContainerResources: the kubelet's
+// conversion of CFS quota and period, CPU shares and memory limit into
+// CPU limit, CPU request and memory limit) and the process's user.
 //
 // Lists in brief: ListPodSandboxBrief and ListContainersBrief (the
 // BriefLister interface, and functions of the same names that fall back

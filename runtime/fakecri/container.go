@@ -30,6 +30,7 @@ type container struct {
 	behavior   Behavior
 	logPath    string // absolute, "" when the sandbox has no log directory
 	resources  *runtimeapi.ContainerResources
+	user       *runtimeapi.ContainerUser // the process's, from the config
 	timer      clock.Timer
 	// exited is closed when the container leaves the running state.
 	exited chan struct{}
@@ -86,6 +87,7 @@ func (c *container) status() *runtimeapi.ContainerStatus {
 		Mounts:      c.config.GetMounts(),
 		LogPath:     c.logPath,
 		Resources:   c.resources,
+		User:        c.user,
 	}
 	if c.state == runtimeapi.ContainerState_CONTAINER_EXITED && st.Reason == "" {
 		st.Reason = "Completed"
@@ -94,6 +96,22 @@ func (c *container) status() *runtimeapi.ContainerStatus {
 		}
 	}
 	return st
+}
+
+// processUser is the identity a runtime reports for a container's
+// process: the config's runAsUser and runAsGroup (root when unset:
+// fakecri's images name no user and have no /etc/passwd or /etc/group),
+// and as supplemental groups the primary group followed by the config's,
+// each once, as containerd reports them.
+func processUser(sc *runtimeapi.LinuxContainerSecurityContext) *runtimeapi.ContainerUser {
+	u := &runtimeapi.LinuxContainerUser{Uid: sc.GetRunAsUser().GetValue(), Gid: sc.GetRunAsGroup().GetValue()}
+	u.SupplementalGroups = append(u.SupplementalGroups, u.Gid)
+	for _, g := range sc.GetSupplementalGroups() {
+		if !slices.Contains(u.SupplementalGroups, g) {
+			u.SupplementalGroups = append(u.SupplementalGroups, g)
+		}
+	}
+	return &runtimeapi.ContainerUser{Linux: u}
 }
 
 // Script makes containers created from now on whose names match m behave
@@ -170,6 +188,7 @@ func (r *Runtime) CreateContainer(_ context.Context, sandboxID string, config *r
 		createdAt: r.createStamp(),
 		behavior:  b,
 		resources: &runtimeapi.ContainerResources{Linux: config.GetLinux().GetResources()},
+		user:      processUser(config.GetLinux().GetSecurityContext()),
 		exited:    make(chan struct{}),
 	}
 	if dir := sb.config.GetLogDirectory(); dir != "" && config.GetLogPath() != "" {

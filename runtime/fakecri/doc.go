@@ -19,6 +19,11 @@
 // Unknown for duplicate names and wrong states), checked by the
 // conformance suite in runtime/critest, which fakecri and containerd both
 // pass. IDs are 64 hex digits and can be shortened to a unique prefix.
+// A container's status reports, as containerd does, the Linux resources
+// it runs with (its config's, or the last UpdateContainerResources') and
+// its process's user: the config's runAsUser and runAsGroup (0 when
+// unset; no image names a user), with the primary group and then the
+// config's supplemental groups as supplemental groups.
 //
 // Sandboxes not on the host network get an IP from Config.PodCIDR,
 // 127.88.0.0/16 by default: loopback addresses, so traffic meant for a

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	utilexec "k8s.io/utils/exec"
@@ -635,5 +636,48 @@ func TestScriptedExitsAndCallsDuringSteps(t *testing.T) {
 		if c.GetState() != runtimeapi.ContainerState_CONTAINER_EXITED {
 			t.Fatalf("container %s is %v after its exit time, want exited", c.GetMetadata().GetName(), c.GetState())
 		}
+	}
+}
+
+// A container's status reports the resources it was created with (then
+// the last update's) and its process's user, as containerd does.
+func TestContainerStatusReportsResourcesAndUser(t *testing.T) {
+	e := newEnv(t, fakecri.Config{})
+	sb, sbCfg := e.sandbox("p", false)
+	res := &runtimeapi.LinuxContainerResources{CpuShares: 512, CpuPeriod: 100000, CpuQuota: 50000, MemoryLimitInBytes: 64 << 20}
+	for _, tc := range []struct {
+		name string
+		sc   *runtimeapi.LinuxContainerSecurityContext
+		want *runtimeapi.LinuxContainerUser
+	}{
+		{"root", nil, &runtimeapi.LinuxContainerUser{SupplementalGroups: []int64{0}}},
+		{"user, group and groups", &runtimeapi.LinuxContainerSecurityContext{
+			RunAsUser: &runtimeapi.Int64Value{Value: 1000}, RunAsGroup: &runtimeapi.Int64Value{Value: 3000}, SupplementalGroups: []int64{4000, 3000, 5000}},
+			&runtimeapi.LinuxContainerUser{Uid: 1000, Gid: 3000, SupplementalGroups: []int64{3000, 4000, 5000}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id, err := e.rt.CreateContainer(e.ctx, sb, &runtimeapi.ContainerConfig{
+				Metadata: &runtimeapi.ContainerMetadata{Name: strings.ReplaceAll(tc.name, " ", "-")},
+				Image:    &runtimeapi.ImageSpec{Image: image},
+				Linux:    &runtimeapi.LinuxContainerConfig{Resources: res, SecurityContext: tc.sc},
+			}, sbCfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := e.status(id)
+			if got := st.GetResources().GetLinux(); !proto.Equal(got, res) {
+				t.Errorf("resources %v, want %v", got, res)
+			}
+			if got := st.GetUser().GetLinux(); !proto.Equal(got, tc.want) {
+				t.Errorf("user %v, want %v", got, tc.want)
+			}
+			upd := &runtimeapi.LinuxContainerResources{CpuShares: 1024, MemoryLimitInBytes: 32 << 20}
+			if err := e.rt.UpdateContainerResources(e.ctx, id, &runtimeapi.ContainerResources{Linux: upd}); err != nil {
+				t.Fatal(err)
+			}
+			if got := e.status(id).GetResources().GetLinux(); !proto.Equal(got, upd) {
+				t.Errorf("resources after an update %v, want %v", got, upd)
+			}
+		})
 	}
 }

@@ -1,0 +1,118 @@
+package status
+
+import (
+	v1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// The kubelet's floors below which a CPU figure read back from the
+// runtime is not told apart from the spec's: CPU shares of 2 and a CFS
+// quota of 10 milli-CPUs are the least a cgroup takes.
+const (
+	minShares        = 2
+	minMilliCPULimit = 10
+)
+
+// setContainerResources fills what a container status reports about
+// resources, from the spec c (nodekit's allocation: it resizes nothing
+// in place) and the runtime's instance cs, as the kubelet's
+// convertToAPIContainerStatuses does: resources, allocatedResources (the
+// spec's requests) and user. old is the container's previous status.
+func setContainerResources(st *v1.ContainerStatus, c *v1.Container, cs *runtime.ContainerStatus, old *v1.ContainerStatus) {
+	st.Resources = containerResources(c, cs, st.ContainerID, old)
+	st.AllocatedResources = c.Resources.Requests.DeepCopy()
+	st.User = containerUser(cs.User)
+}
+
+// containerResources is the kubelet's convertContainerStatusResources. A
+// container that does not run reports its spec's resources. A running
+// one reports them too, with the CPU limit, CPU request and memory limit
+// the runtime reports in their place, where the spec has limits (for the
+// limits) or requests (for the CPU request); a CPU figure at or below the
+// cgroup floor on both sides keeps the spec's. A figure the runtime does
+// not report keeps the one the previous status gave the same running
+// container, and is the spec's otherwise.
+func containerResources(c *v1.Container, cs *runtime.ContainerStatus, id string, old *v1.ContainerStatus) *v1.ResourceRequirements {
+	res := c.Resources.DeepCopy()
+	if cs.State != runtime.ContainerStateRunning {
+		return res
+	}
+	var prev *v1.ResourceRequirements
+	if old != nil && old.State.Running != nil && old.ContainerID == id {
+		prev = old.Resources
+	}
+	keep := func(name v1.ResourceName, from func(*v1.ResourceRequirements) v1.ResourceList, to v1.ResourceList) {
+		if prev == nil {
+			return
+		}
+		if q, ok := from(prev)[name]; ok {
+			to[name] = q.DeepCopy()
+		}
+	}
+	limits := func(r *v1.ResourceRequirements) v1.ResourceList { return r.Limits }
+	requests := func(r *v1.ResourceRequirements) v1.ResourceList { return r.Requests }
+	rr := cs.Resources
+	if rr == nil {
+		rr = &runtime.ContainerResources{}
+	}
+	if res.Limits != nil {
+		if rr.CPULimit != nil {
+			if rr.CPULimit.MilliValue() > minMilliCPULimit || res.Limits.Cpu().MilliValue() > minMilliCPULimit {
+				res.Limits[v1.ResourceCPU] = rr.CPULimit.DeepCopy()
+			}
+		} else {
+			keep(v1.ResourceCPU, limits, res.Limits)
+		}
+		if rr.MemoryLimit != nil {
+			res.Limits[v1.ResourceMemory] = rr.MemoryLimit.DeepCopy()
+		} else {
+			keep(v1.ResourceMemory, limits, res.Limits)
+		}
+	}
+	if res.Requests != nil {
+		if rr.CPURequest != nil {
+			// The kubelet compares milli-CPUs with the floor in shares.
+			if rr.CPURequest.MilliValue() > minShares || res.Requests.Cpu().MilliValue() > minShares {
+				res.Requests[v1.ResourceCPU] = rr.CPURequest.DeepCopy()
+			}
+		} else {
+			keep(v1.ResourceCPU, requests, res.Requests)
+		}
+		// No runtime reports a memory request.
+		keep(v1.ResourceMemory, requests, res.Requests)
+	}
+	return res
+}
+
+// containerUser is the API form of the user the runtime reports.
+func containerUser(u *runtime.ContainerUser) *v1.ContainerUser {
+	if u == nil {
+		return nil
+	}
+	out := &v1.ContainerUser{}
+	if l := u.Linux; l != nil {
+		out.Linux = &v1.LinuxContainerUser{UID: l.UID, GID: l.GID, SupplementalGroups: append([]int64(nil), l.SupplementalGroups...)}
+	}
+	return out
+}
+
+// podResources are the pod's status.resources and
+// status.allocatedResources. resources is the kubelet's
+// getEffectiveAllocatedResources: spec.resources (claims included), with
+// the pod's effective requests and limits (pod-level values where set,
+// else the containers' aggregated as the scheduler counts them, plus the
+// pod's overhead). The kubelet reads a Running pod's CPU and memory from
+// its pod cgroup instead; nodekit manages no pod cgroups (see the package
+// doc). allocated is the same requests.
+func podResources(pod *v1.Pod) (resources *v1.ResourceRequirements, allocated v1.ResourceList) {
+	resources = pod.Spec.Resources.DeepCopy()
+	if resources == nil {
+		resources = &v1.ResourceRequirements{}
+	}
+	allocated = resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	resources.Requests = allocated.DeepCopy()
+	resources.Limits = resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})
+	return resources, allocated
+}
