@@ -281,6 +281,11 @@ func mergePodStatus(old, st v1.PodStatus) v1.PodStatus {
 	if merged.QOSClass == "" {
 		merged.QOSClass = old.QOSClass
 	}
+	// A status made from an older spec than the API's last one does not
+	// take the observed generation back, as with the kubelet.
+	if old.ObservedGeneration > merged.ObservedGeneration {
+		merged.ObservedGeneration = old.ObservedGeneration
+	}
 	return merged
 }
 

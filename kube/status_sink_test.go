@@ -266,3 +266,23 @@ func TestStatusSinkWritesResources(t *testing.T) {
 		t.Errorf("patched %d, skipped %d; want 2 and 1: an empty report is written once", s.Patched(), s.Skipped())
 	}
 }
+
+// A status made from an older spec than the one whose generation the API
+// already records does not take observedGeneration back; a newer one
+// moves it on.
+func TestStatusSinkKeepsTheNewestObservedGeneration(t *testing.T) {
+	pod := apiPod("default", "web", "u1", "n1", 0)
+	pod.Status.ObservedGeneration = 5
+	client := fake.NewClientset(pod)
+	s := newSink(t, client)
+	for _, tc := range []struct{ sent, want int64 }{{3, 5}, {6, 6}} {
+		st := running("10.0.0.5")
+		st.ObservedGeneration = tc.sent
+		if err := s.UpdatePodStatus(context.Background(), sourced(pod), st); err != nil {
+			t.Fatal(err)
+		}
+		if got := podStatus(t, client, "web").ObservedGeneration; got != tc.want {
+			t.Errorf("sent observedGeneration %d: the API has %d, want %d", tc.sent, got, tc.want)
+		}
+	}
+}

@@ -103,6 +103,11 @@
 //     restarting later, or a pod initializing again in a new sandbox,
 //     does not undo it);
 //   - pod and host IPs, start time and QoS class;
+//   - observedGeneration: the pod's metadata.generation, on the status and
+//     on each condition Generate makes, as the kubelet records it
+//     (PodObservedGenerationTracking, locked on since 1.35); 0, so absent,
+//     for a static pod. kube.StatusSink never takes the API's value back
+//     to an older generation;
 //   - resources, as the kubelet reports them with its default feature
 //     gates (InPlacePodVerticalScaling, InPlacePodLevelResourcesVerticalScaling,
 //     SupplementalGroupsPolicy; not ContainerStopSignals, off by default,
@@ -138,8 +143,8 @@
 //     reason and message over the generated status for the pods it
 //     rejected, evicted or found past their activeDeadlineSeconds;
 //   - conditions the kubelet does not own (readiness gates' conditions,
-//     DisruptionTarget) and observedGeneration are not part of the
-//     generated status: a sink that patches an API server keeps them;
+//     DisruptionTarget) are not part of the generated status: a sink that
+//     patches an API server keeps them;
 //   - a container's image is the spec's, not the name the runtime
 //     reports (the runtime's is used only when the spec has none);
 //   - in the final status, whether the pod ever initialized is read from

@@ -167,6 +167,14 @@ func Generate(in Input) v1.PodStatus {
 	if in.Stage == Terminated {
 		finish(pod, &s, prev)
 	}
+	// The generation of the spec this status was made from, on the status
+	// and on each condition it made, as the kubelet records it (its
+	// PodObservedGenerationTracking, on for good since 1.35). A static
+	// pod's generation is 0: nothing is recorded.
+	s.ObservedGeneration = pod.Generation
+	for i := range s.Conditions {
+		s.Conditions[i].ObservedGeneration = pod.Generation
+	}
 	return s
 }
 

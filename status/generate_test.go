@@ -476,3 +476,27 @@ func TestNeedToReconcileReadiness(t *testing.T) {
 		}
 	}
 }
+
+// The status and every condition it makes record the generation of the
+// spec they were made from, as the kubelet's; a static pod (generation 0)
+// records none.
+func TestGenerateRecordsObservedGeneration(t *testing.T) {
+	for _, gen := range []int64{0, 7} {
+		p := pod(v1.RestartPolicyAlways, []string{"init"}, "app")
+		p.Generation = gen
+		for _, stage := range []status.Stage{status.Syncing, status.Terminated} {
+			s := status.Generate(status.Input{Pod: p, Runtime: observed(c("init", exited, 0, 0), c("app", running, 0, 0)), Stage: stage, Now: now})
+			if s.ObservedGeneration != gen {
+				t.Errorf("generation %d, stage %v: observedGeneration %d", gen, stage, s.ObservedGeneration)
+			}
+			if len(s.Conditions) < 5 {
+				t.Fatalf("generation %d, stage %v: conditions %+v", gen, stage, s.Conditions)
+			}
+			for _, cond := range s.Conditions {
+				if cond.ObservedGeneration != gen {
+					t.Errorf("generation %d, stage %v: condition %s has observedGeneration %d", gen, stage, cond.Type, cond.ObservedGeneration)
+				}
+			}
+		}
+	}
+}
