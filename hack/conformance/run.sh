@@ -329,6 +329,16 @@ server = "http://127.0.0.1:1"
 [host."http://127.0.0.1:1"]
   capabilities = ["pull", "resolve"]
 EOF
+# The one registry the specs bring: agnhost's fake-registry-server, which
+# the image pull specs run on the node's network at localhost:5000, over
+# plain HTTP.
+mkdir -p "$scratch/containerd/certs.d/localhost:5000"
+cat >"$scratch/containerd/certs.d/localhost:5000/hosts.toml" <<'EOF'
+server = "http://localhost:5000"
+
+[host."http://localhost:5000"]
+  capabilities = ["pull", "resolve"]
+EOF
 while read -r name file; do
 	n ctr -a "$scratch/containerd/containerd.sock" -n k8s.io images import "$cache/images/$file" >/dev/null
 	log "imported $name"
