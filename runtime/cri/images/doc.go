@@ -16,7 +16,11 @@
 //     (globs such as *.example.com allowed, index.docker.io and
 //     registry-1.docker.io counted as docker.io) and whose path, if any,
 //     prefixes the image's repository, in the order the secrets are
-//     listed and by key within one. The pull tries them in turn, then
+//     listed and by key within one. A credential's serverAddress is the
+//     entry's own "serveraddress" (usually none), never the key, as the
+//     kubelet sends it: containerd drops credentials whose serverAddress
+//     does not parse to the pulled host, which a key with a port
+//     ("localhost:5000") never does. The pull tries them in turn, then
 //     gives up; with none it pulls anonymously. A secret that cannot be
 //     read is skipped with a FailedToRetrieveImagePullSecret event; one
 //     that is malformed fails the pull with an error naming the secret

@@ -227,6 +227,7 @@ func TestPullSecrets(t *testing.T) {
 		"ns/private": dockerCfg(`"https://registry.test": {"auth": "` + auth + `"}, "other.test": {"username": "x", "password": "y"}`),
 		"ns/hub":     dockerCfg(`"https://index.docker.io/v1/": {"username": "hubuser", "password": "hubpass"}`),
 		"ns/team":    dockerCfg(`"*.corp.test/team": {"username": "teamuser", "password": "p"}`),
+		"ns/port":    dockerCfg(`"localhost:5000": {"auth": "` + auth + `"}, "named.test": {"username": "n", "password": "p", "serveraddress": "https://named.test"}`),
 		"ns/legacy":  {Type: v1.SecretTypeDockercfg, Data: map[string][]byte{v1.DockerConfigKey: []byte(`{"registry.test": {"username": "old", "password": "p"}}`)}},
 		"ns/broken":  {Type: v1.SecretTypeDockerConfigJson, Data: map[string][]byte{v1.DockerConfigJsonKey: []byte("{not json")}},
 		"ns/opaque":  {Type: v1.SecretTypeOpaque},
@@ -237,14 +238,21 @@ func TestPullSecrets(t *testing.T) {
 		secrets  []string
 		noGetter bool
 		wantUser string
-		reason   string
-		wantMsg  string
+		// wantServer is the AuthConfig's serverAddress: the entry's own
+		// "serveraddress", never the key (containerd drops credentials
+		// whose serverAddress does not parse to the pulled host, as
+		// "localhost:5000" does not).
+		wantServer string
+		reason     string
+		wantMsg    string
 	}{
 		{name: "matching registry", image: "registry.test/app:1", secrets: []string{"missing", "private"}, wantUser: "bob"},
 		{name: "docker hub alias", image: "busybox:1.37", secrets: []string{"hub"}, wantUser: "hubuser"},
 		{name: "glob host and path prefix", image: "eu.corp.test/team/app:1", secrets: []string{"team"}, wantUser: "teamuser"},
 		{name: "path prefix not matched", image: "eu.corp.test/other/app:1", secrets: []string{"team"}},
 		{name: "dockercfg", image: "registry.test/app:1", secrets: []string{"legacy"}, wantUser: "old"},
+		{name: "registry with a port", image: "localhost:5000/pause:testing", secrets: []string{"port"}, wantUser: "bob"},
+		{name: "entry naming its server", image: "named.test/app:1", secrets: []string{"port"}, wantUser: "n", wantServer: "https://named.test"},
 		{name: "no match pulls anonymously", image: "elsewhere.test/app:1", secrets: []string{"private"}},
 		{name: "no secret getter pulls anonymously", image: "registry.test/app:1", secrets: []string{"private"}, noGetter: true},
 		{name: "malformed secret", image: "registry.test/app:1", secrets: []string{"broken"}, reason: images.ReasonErrImagePull, wantMsg: "imagePullSecrets[0] (broken): data[.dockerconfigjson]"},
@@ -272,8 +280,8 @@ func TestPullSecrets(t *testing.T) {
 			}
 			h.rec.mu.Lock()
 			defer h.rec.mu.Unlock()
-			if len(h.rec.auths) != 1 || h.rec.auths[0].GetUsername() != tc.wantUser {
-				t.Errorf("pulled with %v, want user %q", h.rec.auths, tc.wantUser)
+			if len(h.rec.auths) != 1 || h.rec.auths[0].GetUsername() != tc.wantUser || h.rec.auths[0].GetServerAddress() != tc.wantServer {
+				t.Errorf("pulled with %v, want user %q and serverAddress %q", h.rec.auths, tc.wantUser, tc.wantServer)
 			}
 			if tc.wantUser == "bob" && h.rec.auths[0].GetPassword() != "hunter2" {
 				t.Errorf("password %q, want the one from auth", h.rec.auths[0].GetPassword())

@@ -27,6 +27,7 @@ type dockerConfigEntry struct {
 	Auth          string `json:"auth"`
 	IdentityToken string `json:"identitytoken"`
 	RegistryToken string `json:"registrytoken"`
+	ServerAddress string `json:"serveraddress"`
 }
 
 // pullAuths returns the credentials of the pod's image pull secrets that
@@ -62,9 +63,13 @@ func (m *Manager) pullAuths(ctx context.Context, pod *v1.Pod, named reference.Na
 			}
 			e := entries[key]
 			auth := &runtimeapi.AuthConfig{
-				Username:      e.Username,
-				Password:      e.Password,
-				ServerAddress: key,
+				Username: e.Username,
+				Password: e.Password,
+				// The entry's own serveraddress, as the kubelet sends it,
+				// not the key: the runtime drops credentials whose
+				// serverAddress does not parse to the pulled host, and
+				// a key such as "localhost:5000" does not.
+				ServerAddress: e.ServerAddress,
 				IdentityToken: e.IdentityToken,
 				RegistryToken: e.RegistryToken,
 			}
