@@ -346,6 +346,10 @@ done <"$cache/images/list"
 
 # The node: examples/node, built from this tree, started as the kubelet.
 (cd "$repo" && n go build -o "$scratch/bin/node" ./examples/node)
+# The commit the node was built from (the report names it; the tree may
+# move on while the suite runs), with "+changes" for uncommitted ones.
+node_commit=$(cd "$repo" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
+[ -z "$(cd "$repo" && git status --porcelain --untracked-files=no 2>/dev/null)" ] || node_commit+="+changes"
 cat >"$scratch/node/config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -405,7 +409,7 @@ log "suite finished in $suite_secs s (ginkgo exit $suite_rc); log in $results/gi
 
 # 4. The report.
 {
-	echo "# NodeConformance on nodekit's examples/node ($(cd "$repo" && git rev-parse --short HEAD 2>/dev/null || echo unknown))"
+	echo "# NodeConformance on nodekit's examples/node ($node_commit)"
 	echo
 	echo "Label filter \`$label_filter\`${focus:+, focus \`$focus\`}; $procs ginkgo processes; suite $suite_secs s (ginkgo exit $suite_rc)."
 	echo
