@@ -90,9 +90,9 @@ func validateRestartPolicy(c *v1.Container, path *field.Path) field.ErrorList {
 	if len(c.RestartPolicyRules) > maxRestartRules {
 		errs = append(errs, field.TooMany(rpath, len(c.RestartPolicyRules), maxRestartRules))
 	}
+	actions := []v1.ContainerRestartRuleAction{v1.ContainerRestartRuleActionRestart, v1.ContainerRestartRuleActionRestartAllContainers}
 	for i, r := range c.RestartPolicyRules {
 		p := rpath.Index(i)
-		actions := []v1.ContainerRestartRuleAction{v1.ContainerRestartRuleActionRestart, v1.ContainerRestartRuleActionRestartAllContainers}
 		if !slices.Contains(actions, r.Action) {
 			errs = append(errs, field.NotSupported(p.Child("action"), r.Action, actions))
 		}

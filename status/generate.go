@@ -98,7 +98,9 @@ func Generate(in Input) v1.PodStatus {
 	hasInits := len(pod.Spec.InitContainers) > 0
 	// The kubelet's ShouldAllContainersRestart: a restart of all
 	// containers was under way, or an exit that starts one is seen now.
-	restartingAll := podutil.RestartingAllContainers(pod, prev) || runtime.RestartAllTriggered(pod, rs)
+	// Only a pod with a RestartAllContainers rule can have one.
+	mayRestartAll := podutil.MayRestartAllContainers(&pod.Spec)
+	restartingAll := mayRestartAll && (podutil.RestartingAllContainers(pod, prev) || runtime.RestartAllTriggered(pod, rs))
 	s.InitContainerStatuses = containerStatuses(in, pod.Spec.InitContainers, rs, hasInits, true, restartingAll, prev.InitContainerStatuses)
 	s.ContainerStatuses = containerStatuses(in, pod.Spec.Containers, rs, hasInits, false, restartingAll, prev.ContainerStatuses)
 	var eph []v1.Container
@@ -162,7 +164,7 @@ func Generate(in Input) v1.PodStatus {
 		s.StartTime = &t
 	}
 
-	s.Conditions = conditions(pod, rs, &s, prev, restartingAll, metav1.NewTime(in.Now))
+	s.Conditions = conditions(pod, rs, &s, prev, mayRestartAll, restartingAll, metav1.NewTime(in.Now))
 	s.Resources, s.AllocatedResources = podResources(pod)
 	if in.Stage == Terminated {
 		finish(pod, &s, prev)
@@ -259,9 +261,9 @@ const (
 // conditions are the kubelet's pod conditions, in its order:
 // PodReadyToStartContainers, Initialized, Ready, ContainersReady,
 // PodScheduled, and AllContainersRestarting for a pod with a restart rule
-// whose action is RestartAllContainers. A condition keeps its previous
-// transition time while its status does not change.
-func conditions(pod *v1.Pod, rs *runtime.PodStatus, s, prev *v1.PodStatus, restartingAll bool, now metav1.Time) []v1.PodCondition {
+// whose action is RestartAllContainers (mayRestartAll). A condition keeps
+// its previous transition time while its status does not change.
+func conditions(pod *v1.Pod, rs *runtime.PodStatus, s, prev *v1.PodStatus, mayRestartAll, restartingAll bool, now metav1.Time) []v1.PodCondition {
 	containersReady := containersReadyCondition(pod, s)
 	conds := []v1.PodCondition{
 		readyToStartCondition(pod, rs),
@@ -270,7 +272,7 @@ func conditions(pod *v1.Pod, rs *runtime.PodStatus, s, prev *v1.PodStatus, resta
 		containersReady,
 		{Type: v1.PodScheduled, Status: v1.ConditionTrue},
 	}
-	if podutil.MayRestartAllContainers(&pod.Spec) {
+	if mayRestartAll {
 		conds = append(conds, allRestartingCondition(pod, rs, s, restartingAll))
 	}
 	for i := range conds {

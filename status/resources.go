@@ -4,15 +4,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 
+	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/runtime"
-)
-
-// The kubelet's floors below which a CPU figure read back from the
-// runtime is not told apart from the spec's: CPU shares of 2 and a CFS
-// quota of 10 milli-CPUs are the least a cgroup takes.
-const (
-	minShares        = 2
-	minMilliCPULimit = 10
 )
 
 // setContainerResources fills what a container status reports about
@@ -59,7 +52,7 @@ func containerResources(c *v1.Container, cs *runtime.ContainerStatus, id string,
 	}
 	if res.Limits != nil {
 		if rr.CPULimit != nil {
-			if rr.CPULimit.MilliValue() > minMilliCPULimit || res.Limits.Cpu().MilliValue() > minMilliCPULimit {
+			if rr.CPULimit.MilliValue() > podutil.MinMilliCPULimit || res.Limits.Cpu().MilliValue() > podutil.MinMilliCPULimit {
 				res.Limits[v1.ResourceCPU] = rr.CPULimit.DeepCopy()
 			}
 		} else {
@@ -74,7 +67,7 @@ func containerResources(c *v1.Container, cs *runtime.ContainerStatus, id string,
 	if res.Requests != nil {
 		if rr.CPURequest != nil {
 			// The kubelet compares milli-CPUs with the floor in shares.
-			if rr.CPURequest.MilliValue() > minShares || res.Requests.Cpu().MilliValue() > minShares {
+			if rr.CPURequest.MilliValue() > podutil.MinShares || res.Requests.Cpu().MilliValue() > podutil.MinShares {
 				res.Requests[v1.ResourceCPU] = rr.CPURequest.DeepCopy()
 			}
 		} else {

@@ -8,12 +8,8 @@ import (
 	"github.com/nodekit/nodekit/internal/podutil"
 )
 
-// The kubelet's CPU and OOM constants.
+// The kubelet's OOM constants.
 const (
-	minShares             = 2
-	sharesPerCPU          = 1024
-	cpuPeriod             = 100000 // 100 ms in µs
-	minQuota              = 1000   // 1 ms in µs
 	guaranteedOOMScoreAdj = -997
 	besteffortOOMScoreAdj = 1000
 )
@@ -30,18 +26,18 @@ func qosClass(pod *v1.Pod) v1.PodQOSClass { return podutil.QOSClass(pod) }
 // request), CFS quota from the limit, the memory limit, and the OOM score
 // of the pod's QoS class.
 func (r *Runtime) linuxResources(pod *v1.Pod, c *v1.Container, qos v1.PodQOSClass) *runtimeapi.LinuxContainerResources {
-	res := &runtimeapi.LinuxContainerResources{CpuShares: minShares}
+	res := &runtimeapi.LinuxContainerResources{CpuShares: podutil.MinShares}
 	cpuReq, hasReq := c.Resources.Requests[v1.ResourceCPU]
 	cpuLim, hasLim := c.Resources.Limits[v1.ResourceCPU]
 	if !hasReq && hasLim {
 		cpuReq, hasReq = cpuLim, true
 	}
 	if hasReq {
-		res.CpuShares = max(cpuReq.MilliValue()*sharesPerCPU/1000, minShares)
+		res.CpuShares = podutil.MilliCPUToShares(cpuReq.MilliValue())
 	}
 	if hasLim && !cpuLim.IsZero() {
-		res.CpuPeriod = cpuPeriod
-		res.CpuQuota = max(cpuLim.MilliValue()*cpuPeriod/1000, minQuota)
+		res.CpuPeriod = podutil.QuotaPeriod
+		res.CpuQuota = podutil.MilliCPUToQuota(cpuLim.MilliValue(), podutil.QuotaPeriod)
 	}
 	if mem, ok := c.Resources.Limits[v1.ResourceMemory]; ok {
 		res.MemoryLimitInBytes = mem.Value()

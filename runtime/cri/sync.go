@@ -288,15 +288,14 @@ func restartCountFromLogs(dir string) int {
 		if e.IsDir() {
 			continue
 		}
+		// N.log, or a rotated N.log.<time>[.gz]; N digits only.
 		num, rest, ok := strings.Cut(e.Name(), ".log")
-		if !ok || num == "" || (rest != "" && rest[0] != '.') {
+		if !ok || num == "" || strings.Trim(num, "0123456789") != "" || (rest != "" && rest[0] != '.') {
 			continue
 		}
-		n, err := strconv.Atoi(num)
-		if err != nil || n < 0 || strings.TrimLeft(num, "0123456789") != "" {
-			continue
+		if n, err := strconv.Atoi(num); err == nil {
+			count = max(count, n+1)
 		}
-		count = max(count, n+1)
 	}
 	return count
 }

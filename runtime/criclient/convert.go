@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -187,14 +188,6 @@ func FromContainerStatus(typ string, s *runtimeapi.ContainerStatus, sandboxID st
 	}, nil
 }
 
-// The kubelet's CPU units: CPU shares per CPU, and the fewest shares a
-// cgroup takes.
-const (
-	sharesPerCPU = 1024
-	minShares    = 2
-	milliPerCPU  = 1000
-)
-
 // FromContainerResources converts the Linux resources a runtime reports
 // for a container, as the kubelet reads them: the CPU limit from the CFS
 // quota and period (a quota of -1 is no limit), the CPU request from the
@@ -208,14 +201,10 @@ func FromContainerResources(r *runtimeapi.ContainerResources) *runtime.Container
 		return nil
 	}
 	var out runtime.ContainerResources
-	if l.GetCpuPeriod() > 0 && l.GetCpuQuota() != -1 {
-		if m := l.GetCpuQuota() * milliPerCPU / l.GetCpuPeriod(); m > 0 {
-			out.CPULimit = resource.NewMilliQuantity(m, resource.DecimalSI)
-		}
+	if m := podutil.QuotaToMilliCPU(l.GetCpuQuota(), l.GetCpuPeriod()); m > 0 {
+		out.CPULimit = resource.NewMilliQuantity(m, resource.DecimalSI)
 	}
-	if shares := l.GetCpuShares(); shares >= minShares {
-		// Rounded up: ceil(shares * 1000 / 1024).
-		m := (shares*milliPerCPU + sharesPerCPU - 1) / sharesPerCPU
+	if m := podutil.SharesToMilliCPU(l.GetCpuShares()); m > 0 {
 		out.CPURequest = resource.NewMilliQuantity(m, resource.DecimalSI)
 	}
 	if b := l.GetMemoryLimitInBytes(); b > 0 {
