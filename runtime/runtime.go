@@ -70,6 +70,11 @@ const (
 	// RestartAllContainers matched. The caller syncs the pod again at
 	// once, so that the containers start without waiting for a resync.
 	ActionRemoveContainer SyncAction = "RemoveContainer"
+	// ActionResize: running containers' CPU and memory settings (and
+	// their pod cgroup's) were changed in place to those of the spec. A
+	// failure's Message is what the pod's PodResizeInProgress condition
+	// shows.
+	ActionResize SyncAction = "ResizePodInPlace"
 )
 
 // SyncStep is one action of a SyncPod call and its outcome.

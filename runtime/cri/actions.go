@@ -53,6 +53,10 @@ type PodActions struct {
 	EphemeralContainersToStart []int
 	// ContainersToKill are containers to stop before anything starts.
 	ContainersToKill []ContainerToKill
+	// ContainersToResize are running containers whose CPU or memory
+	// settings are updated in place, after the kills and before anything
+	// starts, together with the pod cgroup's.
+	ContainersToResize []ContainerToResize
 	// ContainersToReset are the container instances to remove, each
 	// killed first when it may still run, when a restart rule with the
 	// action RestartAllContainers matched: nothing else is done in that
@@ -160,7 +164,7 @@ func IsRestartableInit(c *v1.Container) bool { return podutil.IsRestartableInit(
 //     marked for deletion is not restarted. Ephemeral containers are left
 //     alone.
 func ComputePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults) PodActions {
-	return computePodActions(pod, status, probes, specHasher{})
+	return computePodActions(pod, status, probes, specHasher{}, reportedSettings)
 }
 
 // specHasher gives container specs' hashes, through the Runtime's cache
@@ -192,7 +196,7 @@ func (h specHasher) hashes(c *v1.Container, full bool) specHashes {
 
 // computePodActions is ComputePodActions with the spec hashes as a
 // parameter, so a Runtime can use its cache.
-func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults, hash specHasher) PodActions {
+func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults, hash specHasher, actual actualSettings) PodActions {
 	create, attempt, sandboxID := runtime.SandboxChanged(pod, status)
 	a := PodActions{
 		KillPod:       create,
@@ -235,7 +239,7 @@ func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResul
 		}
 	}
 
-	if !a.initActions(pod, status, probes, hash) || a.KillPod {
+	if !a.initActions(pod, status, probes, hash, actual) || a.KillPod {
 		return a
 	}
 
@@ -263,6 +267,12 @@ func computePodActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResul
 		case probes != nil && probes.Startup(st.ID) == ProbeFailure:
 			msg, grace = "Container "+c.Name+" failed startup probe", probeGrace(c.StartupProbe)
 		default:
+			if a.resizeOrRestart(pod, c, st, i, false, actual) {
+				// The kubelet's message says no more.
+				a.ContainersToStart = append(a.ContainersToStart, i)
+				a.kill(st, resizeMessage(c.Name), nil)
+				continue
+			}
 			keep++
 			continue
 		}
@@ -326,11 +336,13 @@ func containersToReset(pod *v1.Pod, status *runtime.PodStatus) []ContainerToRese
 // specChanged reports whether a container was created from another spec
 // than c. The kubelet's hash (the name and the image) is compared first,
 // as the kubelet does; a container that also records nodekit's SpecHash
-// (nodekit created it) is then compared on the whole spec, so that a
-// change the kubelet's hash leaves out restarts it too. A container that
-// records no hash is taken as unchanged; one whose recorded kubelet hash
-// does not fit in 32 bits was created by an earlier nodekit that wrote
-// SpecHash there, and is compared on the whole spec.
+// (nodekit created it) is then compared on the rest of the spec, so that
+// a change the kubelet's hash leaves out restarts it too; CPU and memory
+// requests and limits are not part of it (they are resized in place). A
+// SpecHash recorded by an earlier nodekit, which covered them, is
+// accepted while they are unchanged. A container that records no hash is
+// taken as unchanged; one whose recorded kubelet hash does not fit in 32
+// bits was created by an earlier nodekit that wrote SpecHash there.
 func specChanged(c *v1.Container, st *runtime.ContainerStatus, hash specHasher) bool {
 	if st.Hash == 0 {
 		return false
@@ -340,7 +352,7 @@ func specChanged(c *v1.Container, st *runtime.ContainerStatus, hash specHasher) 
 	h := hash.hashes(c, hasSpec || legacy)
 	switch {
 	case legacy:
-		return st.Hash != h.spec
+		return st.Hash != h.spec && st.Hash != specHashWithResources(c)
 	case st.Hash != h.kubelet:
 		return true
 	case hasSpec:
@@ -348,7 +360,7 @@ func specChanged(c *v1.Container, st *runtime.ContainerStatus, hash specHasher) 
 			return false
 		}
 		v, err := strconv.ParseUint(recorded, 16, 64)
-		return err != nil || v != h.spec
+		return err != nil || (v != h.spec && v != specHashWithResources(c))
 	}
 	return false
 }
@@ -373,7 +385,7 @@ func (a *PodActions) kill(st *runtime.ContainerStatus, msg string, grace *int64)
 // It walks the init containers from the last to the first, as the
 // kubelet does: the runtime may have removed init containers that
 // completed long ago, so the latest one found tells how far the pod got.
-func (a *PodActions) initActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults, hash specHasher) bool {
+func (a *PodActions) initActions(pod *v1.Pod, status *runtime.PodStatus, probes ProbeResults, hash specHasher, actual actualSettings) bool {
 	inits := pod.Spec.InitContainers
 	if len(inits) == 0 {
 		return true
@@ -403,7 +415,11 @@ func (a *PodActions) initActions(pod *v1.Pod, status *runtime.PodStatus, probes 
 			start = append(start, i) // its start failed; start a new one
 		case runtime.ContainerStateRunning:
 			if !sidecar {
-				break // wait for it to finish
+				// Wait for it to finish; it is resized in place
+				// meanwhile (an init container's resize policy is
+				// NotRequired).
+				a.resizeOrRestart(pod, c, st, i, true, actual)
+				break
 			}
 			if !sidecarStarted(c, st, probes) {
 				if probes.Startup(st.ID) == ProbeFailure {
@@ -423,6 +439,9 @@ func (a *PodActions) initActions(pod *v1.Pod, status *runtime.PodStatus, probes 
 				start = append(start, i)
 			case c.LivenessProbe != nil && probes != nil && probes.Liveness(st.ID) == ProbeFailure:
 				a.kill(st, "Init container "+c.Name+" failed liveness probe", probeGrace(c.LivenessProbe))
+				start = append(start, i)
+			case a.resizeOrRestart(pod, c, st, i, true, actual):
+				a.kill(st, resizeMessage(c.Name), nil)
 				start = append(start, i)
 			}
 		case runtime.ContainerStateExited:
@@ -537,4 +556,19 @@ func shouldRestart(pod *v1.Pod, c *v1.Container, st *runtime.ContainerStatus) bo
 		return true
 	}
 	return podutil.ContainerShouldRestart(c, &pod.Spec, int32(st.ExitCode))
+}
+
+// resizeOrRestart checks a running container's CPU and memory settings
+// against its spec: a change is resized in place (ContainersToResize),
+// unless the container's resize policy for a changed resource restarts
+// it, which it reports for the caller to do.
+func (a *PodActions) resizeOrRestart(pod *v1.Pod, c *v1.Container, st *runtime.ContainerStatus, index int, init bool, actual actualSettings) bool {
+	memory, cpu, restart := resizeNeeded(pod, c, st, actual)
+	if restart {
+		return true
+	}
+	if memory || cpu {
+		a.ContainersToResize = append(a.ContainersToResize, ContainerToResize{ID: st.ID, Name: c.Name, Init: init, Index: index, Memory: memory, CPU: cpu})
+	}
+	return false
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -21,7 +23,9 @@ import (
 const (
 	DefaultPodLogsDir = "/var/log/pods"
 	DefaultPodsDir    = "/var/lib/nodekit/pods"
-	DefaultResolvConf = "/etc/resolv.conf"
+	// DefaultCgroupMount is where cgroups are mounted.
+	DefaultCgroupMount = "/sys/fs/cgroup"
+	DefaultResolvConf  = "/etc/resolv.conf"
 	// DefaultNodeHostsFile is the node's hosts file, which host-network
 	// pods get.
 	DefaultNodeHostsFile = "/etc/hosts"
@@ -178,8 +182,17 @@ type Config struct {
 
 	// CgroupRoot, when set, puts each sandbox in the cgroupfs parent
 	// <root>/<qos>/pod<uid> (guaranteed pods directly under <root>), the
-	// kubelet's layout. Empty leaves the cgroup to the runtime.
+	// kubelet's layout (its cgroupsPerQOS with the cgroupfs driver, where
+	// <root> is /kubepods). nodekit then manages these pod cgroups as the
+	// kubelet does: it creates each before the pod's sandbox with the
+	// pod's CPU shares, CFS quota and memory limit, resizes it in place
+	// with the pod, and removes it once nothing of the pod runs. Empty
+	// leaves the cgroup to the runtime.
 	CgroupRoot string
+	// CgroupMount is where the cgroup hierarchies are mounted (v1, one
+	// per controller, or v2): default /sys/fs/cgroup. Used with
+	// CgroupRoot only.
+	CgroupMount string
 	// SeccompRoot is where Localhost seccomp profiles live. Default
 	// /var/lib/kubelet/seccomp.
 	SeccompRoot string
@@ -210,6 +223,16 @@ func (c *Config) defaults() error {
 	for name, dir := range map[string]string{"PodLogsDir": c.PodLogsDir, "PodsDir": c.PodsDir} {
 		if !filepath.IsAbs(dir) {
 			return fmt.Errorf("cri: Config.%s must be an absolute path, got %q", name, dir)
+		}
+	}
+	if c.CgroupRoot != "" {
+		root := path.Clean(c.CgroupRoot)
+		if !path.IsAbs(c.CgroupRoot) || root == "/" || strings.Contains(c.CgroupRoot, "..") {
+			return fmt.Errorf("cri: Config.CgroupRoot must be an absolute cgroup path below the root, without \"..\", got %q", c.CgroupRoot)
+		}
+		c.CgroupRoot = root
+		if c.CgroupMount == "" {
+			c.CgroupMount = DefaultCgroupMount
 		}
 	}
 	if c.ResolvConf == "" {

@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/cgroupfs"
 	"github.com/nodekit/nodekit/internal/httpget"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri/images"
@@ -42,6 +43,13 @@ type Runtime struct {
 	// order, and the container hash annotation.
 	sandboxKeys, containerKeys criclient.ListKeys
 
+	// cgroups manages pod cgroups when Config.CgroupRoot is set.
+	cgroups *cgroupfs.Manager
+	// actMu guards act, the settings nodekit gave each pod's running
+	// containers and cgroup.
+	actMu sync.Mutex
+	act   map[types.UID]*actuated
+
 	// mu guards typ.
 	mu  sync.Mutex
 	typ string
@@ -52,8 +60,9 @@ var (
 	_ ImageManager    = (*images.Manager)(nil)
 )
 
-// New returns a Runtime over the services in cfg. It does no I/O and
-// starts no goroutine.
+// New returns a Runtime over the services in cfg. It starts no
+// goroutine, and does no I/O but, with Config.CgroupRoot, a look at the
+// cgroup mount.
 func New(cfg Config) (*Runtime, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
@@ -74,7 +83,17 @@ func New(cfg Config) (*Runtime, error) {
 		}
 		im = m
 	}
+	var cg *cgroupfs.Manager
+	if cfg.CgroupRoot != "" {
+		m, err := cgroupfs.New(cfg.CgroupMount)
+		if err != nil {
+			return nil, fmt.Errorf("cri: Config.CgroupRoot %s: %w", cfg.CgroupRoot, err)
+		}
+		cg = m
+	}
 	return &Runtime{
+		cgroups:       cg,
+		act:           map[types.UID]*actuated{},
 		rs:            cfg.RuntimeService,
 		cfg:           cfg,
 		log:           cfg.Logger,

@@ -133,6 +133,29 @@
 //     falls back to the node's resolver when Config.ClusterDNS is empty,
 //     with a MissingClusterDNS event), and the cgroupfs parent
 //     <root>/<qos>/pod<uid> when Config.CgroupRoot is set.
+//   - Pod cgroups (Config.CgroupRoot, the kubelet's cgroupsPerQOS with
+//     the cgroupfs driver): the pod's cgroup is created before its
+//     sandbox, with the kubelet's settings (CPU shares from the pod's
+//     effective requests; the CFS quota and memory limit from its limits
+//     for a guaranteed pod, and for a burstable one where every container
+//     or spec.resources sets them; the minimum shares for a best-effort
+//     pod), on cgroup v1 or v2. KillPod removes it once nothing of the pod
+//     runs; GarbageCollect removes those of pods that are gone.
+//   - In-place resize: a running container (regular, sidecar, or init
+//     container still running) whose CPU shares, CFS quota or memory
+//     limit, as its spec gives them, differ from those it was started or
+//     last resized with (else those the runtime reports) is updated with
+//     UpdateContainerResources, unless its resizePolicy for a changed
+//     resource is RestartContainer: it is then killed ("Container <name>
+//     resize requires restart") and started again. A limit the container
+//     does not set is the pod-level one (spec.resources). The pod cgroup
+//     is raised before the containers and lowered after them, decreases
+//     first; a memory limit is never lowered below what the pod uses: the
+//     step (runtime.ActionResize, reason ResizePodInPlaceError) fails
+//     with the kubelet's "cannot decrease memory limits: ..." and nothing
+//     changes. A failed resize does not stop the sync. The hash that
+//     restarts a changed container (SpecHash) leaves requests and limits
+//     out.
 //   - Hooks: postStart (exec, HTTP GET, sleep) after the start; a failure
 //     kills the container and reports PostStartHookError. preStop runs
 //     inside the grace period, which is shortened by the time it took:
@@ -231,7 +254,9 @@
 // io.kubernetes.container.hash included, computed as kubelet v1.37 does
 // (HashContainer: 32-bit FNV-1a over the name and the image only), and
 // nodekit's own io.nodekit.container.specHash (SpecHash: 64-bit FNV-1a
-// over the whole spec's JSON). A running container whose recorded kubelet
+// over the JSON of the spec without its requests and limits, which are
+// resized in place; one recorded by an earlier nodekit, with them, is
+// accepted while they are unchanged). A running container whose recorded kubelet
 // hash differs from its spec's is restarted, as by the kubelet. One that
 // also records a SpecHash (nodekit created it) is restarted when that
 // differs too, so that nodekit still restarts a container for any spec
@@ -248,18 +273,15 @@
 //
 // # Where nodekit differs from the kubelet, and why
 //
-//   - Any change to a nodekit container's spec restarts it (SpecHash),
-//     where the kubelet only sees the name and the image change (the API
-//     allows no other): nodekit's pod sources may change a spec in place.
-//     In particular a changed resource request or limit restarts the
-//     container instead of resizing it in place: in-place resize is not
-//     implemented yet. Quantities are hashed in canonical form, so
-//     rewriting "1" as "1000m" changes nothing.
+//   - Any change to a nodekit container's spec but its requests and
+//     limits restarts it (SpecHash), where the kubelet only sees the name
+//     and the image change (the API allows no other): nodekit's pod
+//     sources may change a spec in place.
 //   - A running container that records no hash is left running; the
 //     kubelet would take the missing hash as a change and restart it.
 //   - The crash-loop back-off is keyed by SpecHash, so any spec change
-//     starts it afresh; the kubelet keys it by the name, the image and
-//     the resources.
+//     but a resize starts it afresh; the kubelet keys it by the name and
+//     the image.
 //   - A container status without a SandboxID (from a caller that does
 //     not fill it) counts as in the current sandbox for the
 //     init-container rules.

@@ -113,6 +113,37 @@ func (r *Runtime) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, p
 	if err := r.gcSandboxes(ctx, live, podGone); err != nil {
 		errs = append(errs, err)
 	}
+	if err := r.gcPodCgroups(ctx, podGone); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// gcPodCgroups removes the cgroups of pods that are gone and have no
+// sandbox left, as the kubelet removes orphaned pod cgroups.
+func (r *Runtime) gcPodCgroups(ctx context.Context, podGone func(types.UID) bool) error {
+	if r.cgroups == nil || podGone == nil {
+		return nil
+	}
+	uids, err := r.podCgroupUIDs()
+	if err != nil {
+		return fmt.Errorf("cri: garbage collect: pod cgroups: %w", err)
+	}
+	var errs []error
+	for _, uid := range uids {
+		if !podGone(uid) {
+			continue
+		}
+		sel := map[string]string{LabelPodUID: string(uid)}
+		left, err := r.rs.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
+		if err != nil || len(left) > 0 {
+			continue
+		}
+		r.forgetActuated(uid, nil)
+		if err := r.removePodCgroups(uid); err != nil {
+			errs = append(errs, fmt.Errorf("cri: garbage collect: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 

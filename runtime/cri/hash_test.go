@@ -61,15 +61,26 @@ func TestHashContainerIsTheKubelets(t *testing.T) {
 }
 
 // TestSpecHashIsStable pins SpecHash values, so containers created by
-// an earlier nodekit are not restarted by a new one.
+// an earlier nodekit are not restarted by a new one: requests and limits
+// are left out of it (0xfcb9e287ef95db9b), and a container that records
+// the hash earlier versions made with them (0x049c17e27d070daf) is not
+// restarted while they are unchanged.
 func TestSpecHashIsStable(t *testing.T) {
 	c := v1.Container{Name: "app", Image: "busybox:1.36", Args: []string{"--x"}, Env: []v1.EnvVar{{Name: "A", Value: "1"}},
 		Resources: v1.ResourceRequirements{
 			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("1024Mi")},
 			Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("1000m"), v1.ResourceMemory: resource.MustParse("1.5Gi"), "example.com/dev": resource.MustParse("2e3")},
 		}}
-	if got := cri.SpecHash(&c); got != 0x049c17e27d070daf {
-		t.Errorf("SpecHash = %#x, want 0x049c17e27d070daf", got)
+	if got := cri.SpecHash(&c); got != 0xfcb9e287ef95db9b {
+		t.Errorf("SpecHash = %#x, want 0xfcb9e287ef95db9b", got)
+	}
+	pod := testPod(v1.RestartPolicyAlways, nil, "app")
+	pod.Spec.Containers[0] = c
+	st := ctr(pod, "app", running, 0)
+	st.Hash, st.Annotations = kubeletHash(t, &c), map[string]string{cri.AnnotationSpecHash: "49c17e27d070daf"}
+	obs := observed{[]*runtime.SandboxStatus{readySandbox(0)}, []*runtime.ContainerStatus{st}}
+	if got := cri.ComputePodActions(pod, obs.status(), nil); len(got.ContainersToKill) != 0 {
+		t.Errorf("a container recording the earlier SpecHash of its unchanged spec is restarted: %+v", got)
 	}
 	d := v1.Container{Name: "app", Image: "busybox:1.36"}
 	if got := cri.SpecHash(&d); got != 0x51b5fe882a1f319b {

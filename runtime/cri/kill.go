@@ -43,7 +43,17 @@ func (r *Runtime) KillPod(ctx context.Context, pod *v1.Pod, runningPod *runtime.
 		}
 		runningPod = p
 	}
-	return r.killPod(ctx, pod, runningPod, gracePeriodOverride)
+	if err := r.killPod(ctx, pod, runningPod, gracePeriodOverride); err != nil {
+		return err
+	}
+	// Nothing of the pod runs any more: its cgroup goes, as the kubelet
+	// removes it once the pod is terminated. A failure is logged; the
+	// garbage collection tries again.
+	r.forgetActuated(runningPod.ID, nil)
+	if err := r.removePodCgroups(runningPod.ID); err != nil {
+		r.log.V(2).Info("removing a pod cgroup failed", "podUID", runningPod.ID, "err", err)
+	}
+	return nil
 }
 
 // findPod lists the sandboxes and containers that carry the pod's UID

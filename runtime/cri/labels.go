@@ -142,13 +142,31 @@ const (
 	fnvPrime32  = 16777619
 )
 
-// SpecHash returns nodekit's hash of a whole container spec, recorded in
-// the AnnotationSpecHash annotation: a running container created by
-// nodekit whose recorded SpecHash differs from its spec's is restarted,
-// whatever field changed. It is the FNV-1a 64-bit hash of the spec's JSON
-// form (resource quantities are always written in canonical form, so "1"
-// and "1000m" CPUs hash alike). It is safe for concurrent use.
+// SpecHash returns nodekit's hash of a container spec, recorded in the
+// AnnotationSpecHash annotation: a running container created by nodekit
+// whose recorded SpecHash differs from its spec's is restarted, whatever
+// field changed, except its CPU and memory requests and limits, which
+// are resized in place (the kubelet's hash leaves them out for the same
+// reason). It is the FNV-1a 64-bit hash of the JSON form of the spec
+// without its requests and limits (resource claims are kept). It is safe
+// for concurrent use.
 func SpecHash(c *v1.Container) uint64 {
+	if len(c.Resources.Requests)+len(c.Resources.Limits) > 0 {
+		cc := *c
+		cc.Resources = v1.ResourceRequirements{Claims: c.Resources.Claims}
+		c = &cc
+	}
+	return jsonHash(c)
+}
+
+// specHashWithResources is the SpecHash that earlier nodekit versions
+// recorded: the whole spec, requests and limits included (quantities in
+// canonical form, so "1" and "1000m" CPUs hash alike). A container that
+// records it is not restarted for the change of hash alone.
+func specHashWithResources(c *v1.Container) uint64 { return jsonHash(c) }
+
+// jsonHash is FNV-1a 64 over json.Marshal(c).
+func jsonHash(c *v1.Container) uint64 {
 	e := hashEncoders.Get().(*hashEncoder)
 	defer hashEncoders.Put(e)
 	e.buf.Reset()

@@ -22,28 +22,56 @@ var defaultMemoryCapacity = resource.MustParse("1Ti")
 func qosClass(pod *v1.Pod) v1.PodQOSClass { return podutil.QOSClass(pod) }
 
 // linuxResources maps a container's requests and limits to CRI Linux
-// resources: CPU shares from the request (the limit when there is no
-// request), CFS quota from the limit, the memory limit, and the OOM score
-// of the pod's QoS class.
+// resources (cgroupSettings) with the OOM score of the pod's QoS class.
 func (r *Runtime) linuxResources(pod *v1.Pod, c *v1.Container, qos v1.PodQOSClass) *runtimeapi.LinuxContainerResources {
-	res := &runtimeapi.LinuxContainerResources{CpuShares: podutil.MinShares}
+	cs := containerSettings(pod, c)
+	res := &runtimeapi.LinuxContainerResources{CpuShares: cs.shares, MemoryLimitInBytes: cs.memory}
+	if cs.quota > 0 {
+		res.CpuPeriod = podutil.QuotaPeriod
+		res.CpuQuota = cs.quota
+	}
+	res.OomScoreAdj = r.oomScoreAdj(c, qos)
+	return res
+}
+
+// cgroupSettings are the CPU and memory settings of a container or pod
+// cgroup as nodekit compares them: CPU shares, the CFS quota over
+// podutil.QuotaPeriod (0: no limit) and the memory limit in bytes (0:
+// none).
+type cgroupSettings struct {
+	shares, quota, memory int64
+}
+
+// containerSettings are the kubelet's for a container: CPU shares from
+// the request (the limit when there is no request), CFS quota from the
+// CPU limit, and the memory limit. A limit the container does not set
+// is the pod-level one, where spec.resources sets it.
+func containerSettings(pod *v1.Pod, c *v1.Container) cgroupSettings {
+	limit := func(name v1.ResourceName) (resource.Quantity, bool) {
+		q, ok := c.Resources.Limits[name]
+		if (!ok || q.IsZero()) && pod.Spec.Resources != nil {
+			if pq, pok := pod.Spec.Resources.Limits[name]; pok {
+				return pq, true
+			}
+		}
+		return q, ok
+	}
+	cs := cgroupSettings{shares: podutil.MinShares}
+	cpuLim, hasLim := limit(v1.ResourceCPU)
 	cpuReq, hasReq := c.Resources.Requests[v1.ResourceCPU]
-	cpuLim, hasLim := c.Resources.Limits[v1.ResourceCPU]
 	if !hasReq && hasLim {
 		cpuReq, hasReq = cpuLim, true
 	}
 	if hasReq {
-		res.CpuShares = podutil.MilliCPUToShares(cpuReq.MilliValue())
+		cs.shares = podutil.MilliCPUToShares(cpuReq.MilliValue())
 	}
 	if hasLim && !cpuLim.IsZero() {
-		res.CpuPeriod = podutil.QuotaPeriod
-		res.CpuQuota = podutil.MilliCPUToQuota(cpuLim.MilliValue(), podutil.QuotaPeriod)
+		cs.quota = podutil.MilliCPUToQuota(cpuLim.MilliValue(), podutil.QuotaPeriod)
 	}
-	if mem, ok := c.Resources.Limits[v1.ResourceMemory]; ok {
-		res.MemoryLimitInBytes = mem.Value()
+	if mem, ok := limit(v1.ResourceMemory); ok {
+		cs.memory = mem.Value()
 	}
-	res.OomScoreAdj = r.oomScoreAdj(c, qos)
-	return res
+	return cs
 }
 
 // oomScoreAdj is the kubelet's: -997 for guaranteed, 1000 for best

@@ -54,11 +54,18 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 	if status == nil {
 		status = &runtime.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
-	a := computePodActions(pod, status, r.cfg.Probes, specHasher{r.hashes, pod.UID})
-	if !a.KillPod && !a.CreateSandbox && len(a.ContainersToKill)+len(a.ContainersToReset)+len(a.InitContainersToStart)+len(a.ContainersToStart)+len(a.EphemeralContainersToStart) == 0 {
+	a := computePodActions(pod, status, r.cfg.Probes, specHasher{r.hashes, pod.UID}, r.actualFor(pod.UID))
+	r.forgetExited(pod.UID, status)
+	podResize := r.podCgroupChanged(pod)
+	if !a.KillPod && !a.CreateSandbox && !podResize && len(a.ContainersToKill)+len(a.ContainersToReset)+len(a.InitContainersToStart)+len(a.ContainersToStart)+len(a.EphemeralContainersToStart)+len(a.ContainersToResize) == 0 {
 		return res // nothing to do: no CRI call, no config built
 	}
 	log := r.log.WithValues("pod", podRef(pod), "podUID", pod.UID)
+	if err := r.ensurePodCgroup(pod); err != nil {
+		err = fmt.Errorf("pod %s: %w", podRef(pod), err)
+		res.Add(step(runtime.ActionCreateSandbox, podRef(pod), err, ReasonCreatePodSandboxConfig))
+		return res
+	}
 
 	if a.KillPod {
 		if running, empty := status.RunningPod(a.CreateSandbox); !empty {
@@ -111,6 +118,16 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 	}
 
 	qos := qosClass(pod) // once per sync, not per container
+	if !a.CreateSandbox && (podResize || len(a.ContainersToResize) > 0) {
+		// As the kubelet: a failed resize is reported and the sync goes
+		// on; the next one tries again.
+		if s := r.resize(ctx, pod, a.ContainersToResize, qos); s.Action != "" {
+			res.Add(s)
+			if s.Err != nil {
+				log.Error(s.Err, "resize failed")
+			}
+		}
+	}
 	start := func(s containerSpec) runtime.SyncStep {
 		s.qos = qos
 		return r.startContainer(ctx, pod, s, status, sandboxID, sandboxConfig, podIPs)
@@ -257,6 +274,9 @@ func (r *Runtime) startContainer(ctx context.Context, pod *v1.Pod, s containerSp
 		return fail(ReasonRunContainerError, err)
 	}
 	r.cfg.Events(pod, v1.EventTypeNormal, "Started", "Started "+s.kind+" "+c.Name)
+	if l := cfg.GetLinux().GetResources(); l != nil {
+		r.recordContainer(pod.UID, id, settingsOf(l))
+	}
 	r.log.V(2).Info("started container", "pod", podRef(pod), "container", c.Name, "containerID", id, "restartCount", restartCount)
 
 	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {

@@ -1,0 +1,228 @@
+package cri_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/fakecri"
+)
+
+func resources(cpuReq, cpuLim, memReq, memLim string) v1.ResourceRequirements {
+	r := v1.ResourceRequirements{}
+	set := func(l *v1.ResourceList, name v1.ResourceName, v string) {
+		if v == "" {
+			return
+		}
+		if *l == nil {
+			*l = v1.ResourceList{}
+		}
+		(*l)[name] = resource.MustParse(v)
+	}
+	set(&r.Requests, v1.ResourceCPU, cpuReq)
+	set(&r.Limits, v1.ResourceCPU, cpuLim)
+	set(&r.Requests, v1.ResourceMemory, memReq)
+	set(&r.Limits, v1.ResourceMemory, memLim)
+	return r
+}
+
+// settings are the CPU shares, CFS quota and memory limit a container
+// was last given, as the fake runtime reports them.
+func settings(t *testing.T, h *harness, id string) string {
+	t.Helper()
+	st, err := h.fake.ContainerStatus(h.ctx, id, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := st.GetStatus().GetResources().GetLinux()
+	return strconv.FormatInt(l.GetCpuShares(), 10) + "/" + strconv.FormatInt(l.GetCpuQuota(), 10) + "/" + strconv.FormatInt(l.GetMemoryLimitInBytes(), 10)
+}
+
+// TestResizeInPlace changes a running container's requests and limits:
+// the container is updated in place (no restart), with the kubelet's
+// settings for them, and a sync after that has nothing to do.
+func TestResizeInPlace(t *testing.T) {
+	h := newHarness(t, fakecri.Config{})
+	pod := testPod(v1.RestartPolicyAlways, nil, "app")
+	pod.Spec.Containers[0].Resources = resources("100m", "200m", "64Mi", "128Mi")
+	h.sync(pod)
+	id := h.status(pod).FindContainerStatus("app").ID.ID
+	if got := settings(t, h, id); got != "102/20000/134217728" {
+		t.Fatalf("created with %s, want 102/20000/134217728", got)
+	}
+
+	pod.Spec.Containers[0].Resources = resources("300m", "400m", "64Mi", "256Mi")
+	res := h.sync(pod)
+	if diff := cmp.Diff([]string{"ResizePodInPlace ns/p"}, steps(res)); diff != "" {
+		t.Fatalf("steps (-want +got):\n%s", diff)
+	}
+	st := h.status(pod).FindContainerStatus("app")
+	if st.ID.ID != id || st.RestartCount != 0 {
+		t.Errorf("container %s restart %d, want %s resized in place", st.ID.ID, st.RestartCount, id)
+	}
+	if got := settings(t, h, id); got != "307/40000/268435456" {
+		t.Errorf("resized to %s, want 307/40000/268435456", got)
+	}
+	if res := h.sync(pod); len(res.Steps) != 0 {
+		t.Errorf("a sync after the resize did %v, want nothing", steps(res))
+	}
+}
+
+// TestResizeRestartPolicy: a resource whose resize policy is
+// RestartContainer restarts the container with its new settings; a
+// change of the other one alone resizes it in place.
+func TestResizeRestartPolicy(t *testing.T) {
+	h := newHarness(t, fakecri.Config{})
+	pod := testPod(v1.RestartPolicyAlways, nil, "app")
+	c := &pod.Spec.Containers[0]
+	c.Resources = resources("100m", "100m", "64Mi", "64Mi")
+	c.ResizePolicy = []v1.ContainerResizePolicy{{ResourceName: v1.ResourceMemory, RestartPolicy: v1.RestartContainer}}
+	h.sync(pod)
+	first := h.status(pod).FindContainerStatus("app").ID.ID
+
+	c.Resources = resources("200m", "200m", "64Mi", "64Mi")
+	if diff := cmp.Diff([]string{"ResizePodInPlace ns/p"}, steps(h.sync(pod))); diff != "" {
+		t.Fatalf("cpu resize steps (-want +got):\n%s", diff)
+	}
+	c.Resources = resources("200m", "200m", "96Mi", "96Mi")
+	if diff := cmp.Diff([]string{"KillContainer app", "StartContainer app"}, steps(h.sync(pod))); diff != "" {
+		t.Fatalf("memory resize steps (-want +got):\n%s", diff)
+	}
+	st := h.status(pod).FindContainerStatus("app")
+	if st.ID.ID == first || st.RestartCount != 1 || st.State != runtime.ContainerStateRunning {
+		t.Errorf("after the memory resize: %+v, want a new running container, restart count 1", st)
+	}
+	if got := settings(t, h, st.ID.ID); got != "204/20000/100663296" {
+		t.Errorf("restarted with %s, want 204/20000/100663296", got)
+	}
+	if got := h.eventsWith("Killing"); len(got) != 1 || got[0] != "Killing: Container app resize requires restart" {
+		t.Errorf("Killing events %q", got)
+	}
+}
+
+// TestResizeRunningInitContainer: a regular init container that runs is
+// resized in place while the pod initializes.
+func TestResizeRunningInitContainer(t *testing.T) {
+	h := newHarness(t, fakecri.Config{})
+	pod := testPod(v1.RestartPolicyAlways, []string{"init"}, "app")
+	pod.Spec.InitContainers[0].Resources = resources("20m", "20m", "35Mi", "35Mi")
+	h.sync(pod)
+	id := h.status(pod).FindContainerStatus("init").ID.ID
+	pod.Spec.InitContainers[0].Resources = resources("25m", "25m", "40Mi", "40Mi")
+	if diff := cmp.Diff([]string{"ResizePodInPlace ns/p"}, steps(h.sync(pod))); diff != "" {
+		t.Fatalf("steps (-want +got):\n%s", diff)
+	}
+	if got := settings(t, h, id); got != "25/2500/41943040" {
+		t.Errorf("init container resized to %s, want 25/2500/41943040", got)
+	}
+}
+
+// TestPodLevelLimitsForContainers: a container without limits of its own
+// runs with the pod-level ones, and follows them when they are resized.
+func TestPodLevelLimitsForContainers(t *testing.T) {
+	h := newHarness(t, fakecri.Config{})
+	pod := testPod(v1.RestartPolicyAlways, nil, "app")
+	pod.Spec.Resources = &v1.ResourceRequirements{Requests: resources("100m", "", "64Mi", "").Requests, Limits: resources("", "200m", "", "128Mi").Limits}
+	h.sync(pod)
+	id := h.status(pod).FindContainerStatus("app").ID.ID
+	if got := settings(t, h, id); got != "204/20000/134217728" {
+		t.Fatalf("created with %s, want the pod's limits: 204/20000/134217728", got)
+	}
+	pod.Spec.Resources.Limits = resources("", "300m", "", "256Mi").Limits
+	if diff := cmp.Diff([]string{"ResizePodInPlace ns/p"}, steps(h.sync(pod))); diff != "" {
+		t.Fatalf("steps (-want +got):\n%s", diff)
+	}
+	if got := settings(t, h, id); got != "307/30000/268435456" {
+		t.Errorf("resized to %s, want 307/30000/268435456", got)
+	}
+}
+
+// fakeCgroupV1 lays out a cgroup v1 mount in a directory: one hierarchy
+// per controller, as the kernel shows them.
+func fakeCgroupV1(t *testing.T) string {
+	t.Helper()
+	mount := t.TempDir()
+	for _, c := range []string{"cpu", "cpuacct", "memory", "pids", "cpuset"} {
+		if err := os.MkdirAll(filepath.Join(mount, c), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, v := range map[string]string{"cpuset/cpuset.cpus": "0-1", "cpuset/cpuset.mems": "0"} {
+		if err := os.WriteFile(filepath.Join(mount, name), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return mount
+}
+
+func readCgroup(t *testing.T, mount, path string) string {
+	t.Helper()
+	var out []string
+	for _, f := range []string{"cpu/" + path + "/cpu.shares", "cpu/" + path + "/cpu.cfs_quota_us", "memory/" + path + "/memory.limit_in_bytes"} {
+		b, err := os.ReadFile(filepath.Join(mount, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, strings.TrimSpace(string(b)))
+	}
+	return strings.Join(out, "/")
+}
+
+// TestPodCgroup: with a CgroupRoot the pod gets its cgroup before its
+// sandbox, with the kubelet's settings; a resize changes it, and one that
+// would lower its memory limit below its usage fails with the kubelet's
+// message and changes nothing; the kill removes it.
+func TestPodCgroup(t *testing.T) {
+	mount := fakeCgroupV1(t)
+	h := newHarness(t, fakecri.Config{}, func(c *cri.Config) { c.CgroupRoot, c.CgroupMount = "/kubepods", mount })
+	pod := testPod(v1.RestartPolicyAlways, nil, "a", "b")
+	pod.Spec.Containers[0].Resources = resources("100m", "200m", "64Mi", "128Mi")
+	pod.Spec.Containers[1].Resources = resources("50m", "100m", "32Mi", "64Mi")
+	h.sync(pod)
+	path := "/kubepods/burstable/pod" + string(pod.UID)
+	if got, want := readCgroup(t, mount, path), "153/30000/201326592"; got != want {
+		t.Fatalf("pod cgroup %s, want %s", got, want)
+	}
+	if sb := h.rec.sandboxes[0]; sb.GetLinux().GetCgroupParent() != path {
+		t.Errorf("sandbox cgroup parent %q, want %q", sb.GetLinux().GetCgroupParent(), path)
+	}
+
+	pod.Spec.Containers[0].Resources = resources("200m", "400m", "64Mi", "256Mi")
+	if diff := cmp.Diff([]string{"ResizePodInPlace ns/p"}, steps(h.sync(pod))); diff != "" {
+		t.Fatalf("steps (-want +got):\n%s", diff)
+	}
+	if got, want := readCgroup(t, mount, path), "256/50000/335544320"; got != want {
+		t.Errorf("resized pod cgroup %s, want %s", got, want)
+	}
+
+	if err := os.WriteFile(filepath.Join(mount, "memory", path, "memory.usage_in_bytes"), []byte("100000000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pod.Spec.Containers[0].Resources = resources("200m", "400m", "10Mi", "10Mi")
+	res := h.rt.SyncPod(h.ctx, pod, h.status(pod))
+	if len(res.Steps) != 1 || res.Steps[0].Action != runtime.ActionResize || res.Steps[0].Err == nil {
+		t.Fatalf("steps %+v, want one failed resize", res.Steps)
+	}
+	want := `cannot decrease memory limits: [attempting to set pod memory limit (77594624) below current usage (100000000), attempting to set container "a" memory limit (10485760) below current usage (100000000)]`
+	if s := res.Steps[0]; s.Reason != cri.ReasonResizeError || s.Message != want {
+		t.Errorf("resize failed with %q %q, want %q %q", s.Reason, s.Message, cri.ReasonResizeError, want)
+	}
+	if got, want := readCgroup(t, mount, path), "256/50000/335544320"; got != want {
+		t.Errorf("pod cgroup after the failed resize %s, want it unchanged, %s", got, want)
+	}
+
+	if err := h.rt.KillPod(h.ctx, pod, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(mount, "cpu", path)); !os.IsNotExist(err) {
+		t.Errorf("pod cgroup after the kill: %v, want it gone", err)
+	}
+}
