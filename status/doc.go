@@ -111,9 +111,11 @@
 //   - resources, as the kubelet reports them with its default feature
 //     gates (InPlacePodVerticalScaling, InPlacePodLevelResourcesVerticalScaling,
 //     SupplementalGroupsPolicy; not ContainerStopSignals, off by default,
-//     so no stopSignal). The spec as the node has it is what the kubelet
-//     calls allocated. A container status made from a runtime instance
-//     carries allocatedResources (the spec's requests), user (the
+//     so no stopSignal). Input.Pod is the pod as allocated: with the
+//     requests and limits the node gave it (the agent's allocation, which
+//     an in-place resize changes once it is accepted). A container status
+//     made from a runtime instance carries allocatedResources (the
+//     allocated requests), user (the
 //     process's UID, GID and supplemental groups as the runtime reports
 //     them, nil when it reports none) and resources: the spec's
 //     requirements (an empty, non-nil value when there are none) for a
@@ -131,7 +133,12 @@
 //     pod-level requests where set, else the containers' aggregated, plus
 //     overhead) and its status.resources are spec.resources with those
 //     requests and the matching limits (PodLimits); a pod without any
-//     resources gets empty, non-nil values, as from the kubelet.
+//     resources gets empty, non-nil values, as from the kubelet;
+//   - the in-place resize conditions the caller gives (Input.ResizePending,
+//     Input.ResizeInProgress): PodResizePending (reason Deferred or
+//     Infeasible) and PodResizeInProgress (no reason, or Error with why),
+//     True, probed now, their transition time kept while the reason
+//     stays; a pod that has ended has neither.
 //
 // Generate differs from the kubelet where nodekit lacks what the
 // kubelet's behaviour rests on, or where the kubelet's own data is not at
@@ -153,17 +160,15 @@
 //     the current sandbox when deciding whether the pod has initialized;
 //   - a Running pod's status.resources are its effective allocated
 //     values, as for a pod in any other phase: the kubelet reads them
-//     from the pod's cgroup (CPU shares and quota, memory limit), but
-//     nodekit manages no pod cgroups. Where they differ is the cgroup's
+//     back from the pod's cgroup (CPU shares and quota, memory limit),
+//     which Generate has no access to. Where they differ is the cgroup's
 //     rounding (CPU weights on cgroup v2) and a burstable pod whose
 //     containers do not all have limits, whose cgroup has none while
 //     PodLimits sums the limits that are set;
 //   - a running container whose runtime reports no resources keeps the
-//     figures of its previous status (else the spec's), where the kubelet
-//     first takes those it recorded when it started or resized the
-//     container: nodekit resizes nothing in place (a changed resource
-//     restarts the container), so what it started the container with is
-//     the spec, or the previous status while a restart is pending.
+//     figures of its previous status (else the allocated ones), where the
+//     kubelet first takes those it recorded when it started or resized
+//     the container.
 //
 // Manager keeps the latest status of each pod with a version, merges the
 // probes' readiness and startup verdicts (SetContainerReadiness,

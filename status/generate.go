@@ -43,6 +43,14 @@ type Input struct {
 	// Stage is where the pod is in its termination; the zero value,
 	// Syncing, is a pod that runs.
 	Stage Stage
+	// ResizePending, when set, is why a requested in-place resize of the
+	// pod waits: the PodResizePending condition, with reason Deferred or
+	// Infeasible (v1.PodReasonDeferred, v1.PodReasonInfeasible).
+	ResizePending *Reason
+	// ResizeInProgress, when set, is a resize that was accepted and is not
+	// carried out yet: the PodResizeInProgress condition, with reason
+	// Error (v1.PodReasonError) and a message once carrying it out failed.
+	ResizeInProgress *Reason
 }
 
 // Stage is where a pod is in its termination, as its pod worker sees it.
@@ -165,6 +173,9 @@ func Generate(in Input) v1.PodStatus {
 	}
 
 	s.Conditions = conditions(pod, rs, &s, prev, mayRestartAll, restartingAll, metav1.NewTime(in.Now))
+	if !terminalPhase(s.Phase) {
+		s.Conditions = resizeConditions(s.Conditions, in, prev, metav1.NewTime(in.Now))
+	}
 	s.Resources, s.AllocatedResources = podResources(pod)
 	if in.Stage == Terminated {
 		finish(pod, &s, prev)
@@ -715,4 +726,26 @@ func activeRegularStarted(pod *v1.Pod, rs *runtime.PodStatus) bool {
 		}
 	}
 	return false
+}
+
+// resizeConditions adds the PodResizePending and PodResizeInProgress
+// conditions in gives, as the kubelet does: True, probed now, with a
+// transition time kept while the reason stays. A pod that has ended has
+// neither.
+func resizeConditions(conds []v1.PodCondition, in Input, prev *v1.PodStatus, now metav1.Time) []v1.PodCondition {
+	add := func(t v1.PodConditionType, r *Reason) {
+		if r == nil {
+			return
+		}
+		c := v1.PodCondition{Type: t, Status: v1.ConditionTrue, Reason: r.Reason, Message: r.Message, LastProbeTime: now, LastTransitionTime: now}
+		for _, p := range prev.Conditions {
+			if p.Type == t && p.Reason == r.Reason && !p.LastTransitionTime.IsZero() {
+				c.LastTransitionTime = p.LastTransitionTime
+			}
+		}
+		conds = append(conds, c)
+	}
+	add(v1.PodResizePending, in.ResizePending)
+	add(v1.PodResizeInProgress, in.ResizeInProgress)
+	return conds
 }

@@ -9,8 +9,8 @@ import (
 )
 
 // setContainerResources fills what a container status reports about
-// resources, from the spec c (nodekit's allocation: it resizes nothing
-// in place) and the runtime's instance cs, as the kubelet's
+// resources, from the allocated spec c and the runtime's instance cs, as
+// the kubelet's
 // convertToAPIContainerStatuses does: resources, allocatedResources (the
 // spec's requests) and user. old is the container's previous status.
 func setContainerResources(st *v1.ContainerStatus, c *v1.Container, cs *runtime.ContainerStatus, old *v1.ContainerStatus) {
