@@ -57,7 +57,7 @@ func (a *Agent) addPods(pods []*v1.Pod) {
 	var others []*v1.Pod
 	for _, p := range a.activePods() {
 		if !batch[p.UID] {
-			others = append(others, p)
+			others = append(others, a.allocatedPod(p))
 		}
 	}
 	for _, p := range pods {
@@ -74,8 +74,10 @@ func (a *Agent) addPods(pods []*v1.Pod) {
 				a.reject(p, res.Reason, res.Message)
 			case res.Preemption != nil:
 				a.preempt(p, res.Preemption)
+				a.allocate(p)
 				others = append(without(others, res.Preemption.Pods), p)
 			default:
+				a.allocate(p)
 				others = append(others, p)
 			}
 		}

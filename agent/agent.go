@@ -57,14 +57,16 @@ type Agent struct {
 	stats   server.StatsProvider
 	gcMu    sync.Mutex // one container collection at a time
 
-	// mu guards pods, deadlines, reasons, told, failed, stopping and rtErr.
+	// mu guards pods, deadlines, reasons, told, failed, resizes, stopping
+	// and rtErr.
 	mu        sync.Mutex
 	pods      map[types.UID]*v1.Pod  // the desired pods, by UID
 	deadlines map[types.UID]struct{} // the desired pods with an activeDeadlineSeconds
 	reasons   map[types.UID]map[string]status.Reason
-	told      map[types.UID]bool    // PodTerminated succeeded with a deletionTimestamp
-	rtErr     error                 // the runtime's last Status verdict
-	failed    map[types.UID]failure // pods the agent failed itself: rejected, evicted or shut down
+	told      map[types.UID]bool         // PodTerminated succeeded with a deletionTimestamp
+	rtErr     error                      // the runtime's last Status verdict
+	failed    map[types.UID]failure      // pods the agent failed itself: rejected, evicted or shut down
+	resizes   map[types.UID]*resizeState // the admitted pods' allocations and resizes
 	// stopping holds the channels Shutdown waits on, closed once the
 	// pod's worker has stopped its containers.
 	stopping map[types.UID]chan struct{}
@@ -89,6 +91,7 @@ func New(cfg Config) (*Agent, error) {
 		reasons:   map[types.UID]map[string]status.Reason{},
 		told:      map[types.UID]bool{},
 		failed:    map[types.UID]failure{},
+		resizes:   map[types.UID]*resizeState{},
 
 		stopping: map[types.UID]chan struct{}{},
 	}

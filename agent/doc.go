@@ -73,7 +73,24 @@
 //     and a collection never overlaps the previous one;
 //   - a new agent adopts what is already running: pods carry stable UIDs
 //     and the runtime keeps the kubelet's labels, so nothing is created
-//     twice or restarted.
+//     twice or restarted;
+//   - in-place resize, as the kubelet's allocation manager: a pod runs
+//     with the requests and limits it was admitted with (its allocation).
+//     An update whose containers' or spec.resources' requests or limits
+//     differ is a resize request: it is accepted if the pod, so resized,
+//     fits Config.Allocatable beside the other pods' allocations
+//     (condition PodResizeInProgress, event ResizeStarted), and waits
+//     otherwise (PodResizePending, reason Deferred, with the kubelet's
+//     "Node didn't have enough resource: ..." message and a
+//     ResizeDeferred event), tried again at each housekeeping and when a
+//     pod goes; a spec back to its allocation ends the wait. The runtime
+//     carries an accepted resize out in the next sync (runtime/cri: in
+//     place, or by a restart under a RestartContainer resize policy); the
+//     pod is then observed again at once, and PodResizeInProgress ends
+//     with a ResizeCompleted event, or gets reason Error with the
+//     runtime's message and a ResizeError event, tried again at each
+//     sync. The allocation is kept in memory: an agent that restarts
+//     admits its pods again with their specs as they are.
 //
 // Handler is the node server of package server over the agent: /healthz
 // (runtime ready and PLEG current), /pods (a v1.PodList with statuses, as

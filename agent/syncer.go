@@ -40,6 +40,7 @@ func (a *Agent) HandlePodAdditions(_ context.Context, pods []*v1.Pod) { a.addPod
 // HandlePodUpdates implements syncloop.Handler.
 func (a *Agent) HandlePodUpdates(_ context.Context, pods []*v1.Pod) {
 	a.remember(pods)
+	a.handleResizes(pods)
 	for _, p := range pods {
 		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodUpdate, Pod: p})
 	}
@@ -52,11 +53,13 @@ func (a *Agent) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
 		delete(a.pods, p.UID)
 		delete(a.deadlines, p.UID)
 		delete(a.told, p.UID)
+		delete(a.resizes, p.UID)
 	}
 	a.mu.Unlock()
 	for _, p := range pods {
 		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
 	}
+	a.retryResizes() // the pods' resources are free for resizes that wait
 }
 
 // HandlePodReconcile implements syncloop.Handler: a pod whose status
@@ -96,6 +99,7 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 	a.mu.Unlock()
 	states := a.workers.SyncKnownPods(desired)
 	a.tellDeletedAfterFinish(ctx, desired, states)
+	a.retryResizes()
 	// A pod created again while its UID terminated (a static pod's
 	// manifest removed and put back) has no worker once the old one
 	// finished: it starts afresh.
@@ -162,6 +166,7 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 			delete(a.reasons, uid)
 			delete(a.told, uid)
 			delete(a.failed, uid)
+			delete(a.resizes, uid)
 			a.mu.Unlock()
 		}
 	}
@@ -179,6 +184,9 @@ func (a *Agent) generate(pod *v1.Pod, rs *runtime.PodStatus) v1.PodStatus {
 // activeDeadlineSeconds is failed first (DeadlineExceeded), so its status
 // is terminal and its worker goes on to kill it, as with the kubelet.
 func (a *Agent) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v1.Pod, rs *runtime.PodStatus) (bool, error) {
+	// The pod runs with what it was allocated; a resize its spec asks for
+	// and that waits does not reach the runtime.
+	pod, seq := a.allocatedPodSeq(pod)
 	a.enforceActiveDeadline(pod)
 	s := a.generate(pod, rs)
 	if s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed {
@@ -218,10 +226,32 @@ func (a *Agent) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v1.Po
 	old := a.reasons[pod.UID]
 	a.reasons[pod.UID] = reasons
 	a.mu.Unlock()
-	if !maps.Equal(old, reasons) {
+	resized := a.resizeSynced(pod, seq, res)
+	if resizedInPlace(res) {
+		// The runtime now reports the new settings, but no container
+		// changed state, so no relist looks at the pod again: it is
+		// observed now, for this status and the next sync, as the
+		// kubelet updates its cache after a resize.
+		now := a.cfg.Clock.Now()
+		if fresh, err := a.rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); err == nil {
+			a.cache.Set(pod.UID, fresh, nil, now)
+			rs, resized = fresh, true
+		}
+	}
+	if resized || !maps.Equal(old, reasons) {
 		a.generate(pod, rs)
 	}
 	return false, res.Error()
+}
+
+// resizedInPlace reports whether a sync resized containers in place.
+func resizedInPlace(res *runtime.SyncResult) bool {
+	for _, s := range res.Steps {
+		if s.Action == runtime.ActionResize && s.Err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // removedAll reports whether a sync removed containers to restart all of
@@ -377,7 +407,9 @@ func (a *Agent) generateAt(pod *v1.Pod, rs *runtime.PodStatus, stage status.Stag
 	a.mu.Lock()
 	waiting := a.reasons[pod.UID]
 	a.mu.Unlock()
-	in := status.Input{Pod: pod, Runtime: rs, Waiting: waiting, Ready: ready, Started: started, NodeIPs: a.cfg.NodeIPs, Now: a.cfg.Clock.Now(), Stage: stage}
+	pending, inProgress := a.resizeConditions(pod.UID)
+	in := status.Input{Pod: a.allocatedPod(pod), Runtime: rs, Waiting: waiting, Ready: ready, Started: started, NodeIPs: a.cfg.NodeIPs, Now: a.cfg.Clock.Now(), Stage: stage,
+		ResizePending: pending, ResizeInProgress: inProgress}
 	if ok {
 		in.Previous = &prev
 	}

@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-helpers/nodedeclaredfeatures/features/inplacepodresize"
 	"k8s.io/component-helpers/nodedeclaredfeatures/features/restartallcontainers"
 	criapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/clock"
@@ -213,9 +214,17 @@ func (c NodeConfig) withDefaults() (NodeConfig, error) {
 
 // DefaultDeclaredFeatures returns the node-declared features nodekit
 // implements, the default of NodeConfig.DeclaredFeatures: the restart of
-// all containers by a restart rule (RestartAllContainersOnContainerExits).
+// all containers by a restart rule (RestartAllContainersOnContainerExits),
+// and the in-place resize of spec.resources
+// (InPlacePodLevelResourcesVerticalScaling) and of non-sidecar init
+// containers (InPlacePodVerticalScalingInitContainers); the API server
+// refuses these resizes of a pod on a node that does not declare them.
 func DefaultDeclaredFeatures() []string {
-	return []string{restartallcontainers.RestartAllContainersOnContainerExits}
+	return []string{
+		restartallcontainers.RestartAllContainersOnContainerExits,
+		inplacepodresize.IPPRPodLevelResourcesFeatureGate,
+		inplacepodresize.IPPRInitContainersFeatureGate,
+	}
 }
 
 func copyMap(m map[string]string) map[string]string {

@@ -339,7 +339,7 @@ func TestDeclaredFeatures(t *testing.T) {
 		cfg  []string
 		want []string
 	}{
-		{"default", nil, []string{"RestartAllContainersOnContainerExits"}},
+		{"default", nil, []string{"InPlacePodLevelResourcesVerticalScaling", "InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"}},
 		{"configured", []string{"Zed", "RestartAllContainersOnContainerExits", "Zed"}, []string{"RestartAllContainersOnContainerExits", "Zed"}},
 		{"none", []string{}, nil},
 	} {

@@ -1,0 +1,306 @@
+package agent
+
+import (
+	"encoding/json"
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/internal/podutil"
+	"github.com/nodekit/nodekit/podworkers"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/status"
+)
+
+// The events of an in-place resize, the kubelet's.
+const (
+	ReasonResizeStarted    = "ResizeStarted"
+	ReasonResizeCompleted  = "ResizeCompleted"
+	ReasonResizeError      = "ResizeError"
+	ReasonResizeDeferred   = "ResizeDeferred"
+	ReasonResizeInfeasible = "ResizeInfeasible"
+)
+
+// allocation is what a pod was given: the requests and limits of its
+// containers (init containers included) and its spec.resources, when it
+// was admitted or when a resize of it was accepted. The pod runs with
+// these; its spec may ask for others, which a resize then decides on.
+type allocation struct {
+	containers map[string]v1.ResourceRequirements
+	pod        *v1.ResourceRequirements
+}
+
+// resizeState is a pod's allocation and where its resize stands.
+type resizeState struct {
+	alloc allocation
+	// pending is why a resize waits (Deferred, Infeasible); nil: none.
+	pending *status.Reason
+	// inProgress: an accepted resize not yet carried out; its Reason is
+	// Error once carrying it out failed.
+	inProgress *status.Reason
+	// seq counts the accepted resizes: a sync ends one only if it ran
+	// with its allocation. generation is the pod's when it was accepted.
+	seq        int
+	generation int64
+}
+
+func allocationOf(pod *v1.Pod) allocation {
+	a := allocation{containers: make(map[string]v1.ResourceRequirements, len(pod.Spec.Containers)+len(pod.Spec.InitContainers))}
+	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			a.containers[list[i].Name] = *list[i].Resources.DeepCopy()
+		}
+	}
+	a.pod = pod.Spec.Resources.DeepCopy()
+	return a
+}
+
+// matches reports whether the pod's spec asks for what it was given.
+func (al allocation) matches(pod *v1.Pod) bool {
+	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			r, ok := al.containers[list[i].Name]
+			if ok && !apiequality.Semantic.DeepEqual(r, list[i].Resources) {
+				return false
+			}
+		}
+	}
+	return apiequality.Semantic.DeepEqual(al.pod, pod.Spec.Resources)
+}
+
+// apply returns the pod with its allocated resources, a copy when they
+// differ from its spec.
+func (al allocation) apply(pod *v1.Pod) *v1.Pod {
+	if al.matches(pod) {
+		return pod
+	}
+	p := pod.DeepCopy()
+	for _, list := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range list {
+			if r, ok := al.containers[list[i].Name]; ok {
+				list[i].Resources = *r.DeepCopy()
+			}
+		}
+	}
+	p.Spec.Resources = al.pod.DeepCopy()
+	return p
+}
+
+// allocate records the pod's resources as allocated, at its admission.
+func (a *Agent) allocate(pod *v1.Pod) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.resizes[pod.UID]; !ok {
+		a.resizes[pod.UID] = &resizeState{alloc: allocationOf(pod)}
+	}
+}
+
+// allocatedPod is the pod as it was allocated: the pod itself unless a
+// resize of it waits.
+func (a *Agent) allocatedPod(pod *v1.Pod) *v1.Pod {
+	p, _ := a.allocatedPodSeq(pod)
+	return p
+}
+
+// allocatedPodSeq is allocatedPod with the count of the pod's accepted
+// resizes it reflects.
+func (a *Agent) allocatedPodSeq(pod *v1.Pod) (*v1.Pod, int) {
+	a.mu.Lock()
+	st := a.resizes[pod.UID]
+	var al allocation
+	seq := 0
+	if st != nil {
+		al, seq = st.alloc, st.seq
+	}
+	a.mu.Unlock()
+	if st == nil {
+		return pod, 0
+	}
+	return al.apply(pod), seq
+}
+
+// resizeConditions are the pod's PodResizePending and
+// PodResizeInProgress, if any.
+func (a *Agent) resizeConditions(uid types.UID) (pending, inProgress *status.Reason) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if st := a.resizes[uid]; st != nil {
+		return st.pending, st.inProgress
+	}
+	return nil, nil
+}
+
+// handleResizes decides on the resizes the pods ask for, as the kubelet's
+// allocation manager does: a pod whose spec asks for other resources
+// than it was given gets them if they fit the node beside the other pods'
+// allocations (PodResizeInProgress, event ResizeStarted, and a sync that
+// carries the resize out), and waits otherwise (PodResizePending, reason
+// Deferred, retried at each housekeeping and as pods go); a spec back to
+// its allocation drops the wait. It returns the pods whose allocation or
+// conditions changed.
+func (a *Agent) handleResizes(pods []*v1.Pod) []*v1.Pod {
+	var changed []*v1.Pod
+	var others []*v1.Pod
+	listed := false
+	node := a.node()
+	for _, p := range pods {
+		a.mu.Lock()
+		st := a.resizes[p.UID]
+		a.mu.Unlock()
+		if st == nil || terminal(p.Status.Phase) || a.workers.IsPodTerminationRequested(p.UID) {
+			continue
+		}
+		if st.alloc.matches(p) {
+			a.mu.Lock()
+			was := st.pending
+			st.pending = nil
+			a.mu.Unlock()
+			if was != nil {
+				changed = append(changed, p)
+			}
+			continue
+		}
+		if !listed {
+			for _, o := range a.activePods() {
+				others = append(others, a.allocatedPod(o))
+			}
+			listed = true
+		}
+		res := admission.Resources(admission.Attributes{Pod: p, OtherPods: withoutUID(others, p.UID), Node: node})
+		if !res.Admit {
+			r := &status.Reason{Reason: v1.PodReasonDeferred, Message: res.Message}
+			a.mu.Lock()
+			was := st.pending
+			st.pending = r
+			a.mu.Unlock()
+			if was == nil || *was != *r {
+				a.cfg.Events(p, v1.EventTypeWarning, ReasonResizeDeferred, "Pod resize "+res.Reason+": "+resizeEventJSON(p, p.Generation, res.Message))
+				changed = append(changed, p)
+			}
+			continue
+		}
+		a.mu.Lock()
+		st.alloc = allocationOf(p)
+		st.pending = nil
+		st.inProgress = &status.Reason{}
+		st.seq++
+		st.generation = p.Generation
+		a.mu.Unlock()
+		for i, o := range others {
+			if o.UID == p.UID {
+				others[i] = p
+			}
+		}
+		a.log.V(2).Info("pod resize accepted", "pod", podutil.FullName(p), "podUID", p.UID, "generation", p.Generation)
+		a.cfg.Events(p, v1.EventTypeNormal, ReasonResizeStarted, "Pod resize started: "+resizeEventJSON(p, p.Generation, ""))
+		changed = append(changed, p)
+	}
+	return changed
+}
+
+// retryResizes decides again on the resizes that wait, at housekeeping,
+// and syncs the pods whose resize was accepted.
+func (a *Agent) retryResizes() {
+	a.mu.Lock()
+	var waiting []*v1.Pod
+	for uid, st := range a.resizes {
+		if st.pending != nil {
+			if p := a.pods[uid]; p != nil {
+				waiting = append(waiting, p)
+			}
+		}
+	}
+	a.mu.Unlock()
+	if len(waiting) == 0 {
+		return
+	}
+	for _, p := range a.handleResizes(waiting) {
+		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p})
+	}
+}
+
+// resizeSynced records how a sync, which ran with the allocation of the
+// pod's seq-th accepted resize, carried it out: a failed resize step
+// keeps PodResizeInProgress with reason Error and its message (event
+// ResizeError), a sync without one ends it (event ResizeCompleted). A
+// sync that ran with an older allocation changes nothing: another one
+// follows. It reports whether the conditions changed.
+func (a *Agent) resizeSynced(pod *v1.Pod, seq int, res *runtime.SyncResult) bool {
+	var failed *runtime.SyncStep
+	for i := range res.Steps {
+		if s := &res.Steps[i]; s.Action == runtime.ActionResize && s.Err != nil {
+			failed = s
+		}
+	}
+	a.mu.Lock()
+	st := a.resizes[pod.UID]
+	if st == nil || st.seq != seq || (st.inProgress == nil && failed == nil) {
+		a.mu.Unlock()
+		return false
+	}
+	gen := st.generation
+	was := st.inProgress
+	if failed != nil {
+		st.inProgress = &status.Reason{Reason: v1.PodReasonError, Message: failed.Message}
+	} else {
+		st.inProgress = nil
+	}
+	now := st.inProgress
+	a.mu.Unlock()
+	switch {
+	case now == nil:
+		a.cfg.Events(pod, v1.EventTypeNormal, ReasonResizeCompleted, "Pod resize completed: "+resizeEventJSON(pod, gen, ""))
+		return true
+	case was == nil || *was != *now:
+		a.cfg.Events(pod, v1.EventTypeWarning, ReasonResizeError, "Pod resize error: "+resizeEventJSON(pod, gen, now.Message))
+		return true
+	}
+	return false
+}
+
+// forgetResize drops a pod's allocation.
+func (a *Agent) forgetResize(uid types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.resizes, uid)
+}
+
+// resizeEventJSON is the body of a resize event, the kubelet's: the
+// containers' resources, the pod's generation and an error, if any.
+func resizeEventJSON(pod *v1.Pod, generation int64, errMsg string) string {
+	type ctr struct {
+		Name      string                  `json:"name"`
+		Resources v1.ResourceRequirements `json:"resources"`
+	}
+	body := struct {
+		InitContainers []ctr  `json:"initContainers,omitempty"`
+		Containers     []ctr  `json:"containers,omitempty"`
+		Generation     int64  `json:"generation"`
+		Error          string `json:"error,omitempty"`
+	}{Generation: generation, Error: errMsg}
+	for _, c := range pod.Spec.InitContainers {
+		body.InitContainers = append(body.InitContainers, ctr{c.Name, c.Resources})
+	}
+	for _, c := range pod.Spec.Containers {
+		body.Containers = append(body.Containers, ctr{c.Name, c.Resources})
+	}
+	out, err := json.Marshal(body)
+	if err != nil {
+		return "generation " + strconv.FormatInt(generation, 10)
+	}
+	return string(out)
+}
+
+// withoutUID is pods less the one with the UID.
+func withoutUID(pods []*v1.Pod, uid types.UID) []*v1.Pod {
+	out := make([]*v1.Pod, 0, len(pods))
+	for _, p := range pods {
+		if p.UID != uid {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,160 @@
+package agent_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/runtime/cri"
+)
+
+// resizeAgent runs an agent on fakecri with a node of 1 CPU and 1Gi, a
+// channel source "api", and a step that waits for a pod's status while
+// moving the fake clock on.
+func resizeAgent(t *testing.T) (f *fidelity, events *eventLog, step func(name, what string, cond func(v1.PodStatus) bool) v1.PodStatus) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(time.Now())
+	fake := newFake(t)
+	dir := t.TempDir()
+	events = &eventLog{}
+	f = &fidelity{t: t, fake: fake, api: podsource.NewChannel("api", 16), history: &history{}}
+	a, err := agent.New(agent.Config{
+		NodeName: "node", RuntimeService: fake, ImageService: fake, Sources: []podsource.Source{f.api}, StatusSink: f.history,
+		Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("1Gi"), v1.ResourcePods: resource.MustParse("10")},
+		CRI:         cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: filepath.Join(dir, "pods"), ResolvConf: "-"},
+		Clock:       clk,
+		Events:      events.add,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilCleanup(t, a)
+	f.send(podsource.SET)
+	step = func(name, what string, cond func(v1.PodStatus) bool) v1.PodStatus {
+		t.Helper()
+		var got v1.PodStatus
+		eventuallyShowing(t, name+" "+what, func() bool {
+			clk.Step(time.Second)
+			s, ok := f.history.last(name)
+			got = s
+			return ok && cond(s)
+		}, func() string { return f.history.describe(name) })
+		return got
+	}
+	return f, events, step
+}
+
+func sized(cpu, mem string) v1.ResourceRequirements {
+	l := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(mem)}
+	return v1.ResourceRequirements{Requests: l, Limits: l.DeepCopy()}
+}
+
+// hasResize reports whether the status has a resize condition.
+func hasResize(s v1.PodStatus) bool {
+	for _, c := range s.Conditions {
+		if c.Type == v1.PodResizePending || c.Type == v1.PodResizeInProgress {
+			return true
+		}
+	}
+	return false
+}
+
+// containerSized reports whether the running container's status shows
+// the resources, as allocated and as the runtime applied them.
+func containerSized(s v1.PodStatus, cpu, mem string) bool {
+	if len(s.ContainerStatuses) != 1 {
+		return false
+	}
+	c := s.ContainerStatuses[0]
+	if c.State.Running == nil || c.Resources == nil {
+		return false
+	}
+	want := sized(cpu, mem)
+	return c.AllocatedResources.Cpu().Cmp(*want.Requests.Cpu()) == 0 && c.AllocatedResources.Memory().Cmp(*want.Requests.Memory()) == 0 &&
+		c.Resources.Limits.Cpu().Cmp(*want.Limits.Cpu()) == 0 && c.Resources.Limits.Memory().Cmp(*want.Limits.Memory()) == 0
+}
+
+// A resize that fits the node is carried out in place, as the kubelet
+// does: the container keeps running (no restart), its status shows the
+// new resources, the pod's generation is observed, no resize condition
+// is left, and the events say it started and completed.
+func TestResizeInPlaceThroughTheAgent(t *testing.T) {
+	f, events, step := resizeAgent(t)
+	pod := apiPod("web", v1.RestartPolicyAlways, []string{"main"})
+	pod.Generation = 1
+	pod.Spec.Containers[0].Resources = sized("200m", "128Mi")
+	f.send(podsource.ADD, pod)
+	st := step("web", "running", func(s v1.PodStatus) bool { return containerSized(s, "200m", "128Mi") })
+	id := st.ContainerStatuses[0].ContainerID
+	if events.has("ResizeCompleted") {
+		t.Errorf("a ResizeCompleted event at creation: %v", events.list)
+	}
+
+	resized := pod.DeepCopy()
+	resized.Generation = 2
+	resized.Status = st
+	resized.Spec.Containers[0].Resources = sized("400m", "256Mi")
+	f.send(podsource.UPDATE, resized)
+	got := step("web", "resized", func(s v1.PodStatus) bool {
+		return containerSized(s, "400m", "256Mi") && !hasResize(s) && s.ObservedGeneration == 2
+	})
+	if c := got.ContainerStatuses[0]; c.ContainerID != id || c.RestartCount != 0 {
+		t.Errorf("container %s restarts %d, want %s resized in place", c.ContainerID, c.RestartCount, id)
+	}
+	for _, want := range []string{"ResizeStarted: Pod resize started: ", "ResizeCompleted: Pod resize completed: "} {
+		found := false
+		for _, e := range events.snapshot() {
+			if strings.HasPrefix(e, want) && strings.Contains(e, `"generation":2`) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no %q event for generation 2 in %v", want, events.snapshot())
+		}
+	}
+}
+
+// A resize that does not fit beside the other pods waits, Deferred with
+// the kubelet's message, and the pod keeps running with what it had; it
+// goes ahead once the other pod is gone.
+func TestResizeDeferredUntilItFits(t *testing.T) {
+	f, _, step := resizeAgent(t)
+	other := apiPod("other", v1.RestartPolicyAlways, []string{"main"})
+	other.Spec.Containers[0].Resources = sized("600m", "128Mi")
+	pod := apiPod("web", v1.RestartPolicyAlways, []string{"main"})
+	pod.Spec.Containers[0].Resources = sized("200m", "128Mi")
+	f.send(podsource.ADD, other, pod)
+	st := step("web", "running", func(s v1.PodStatus) bool { return containerSized(s, "200m", "128Mi") })
+	step("other", "running", func(s v1.PodStatus) bool { return containerSized(s, "600m", "128Mi") })
+
+	resized := pod.DeepCopy()
+	resized.Status = st
+	resized.Spec.Containers[0].Resources = sized("500m", "128Mi")
+	f.send(podsource.UPDATE, resized)
+	got := step("web", "deferred", func(s v1.PodStatus) bool { return condOf(s, v1.PodResizePending).Reason == v1.PodReasonDeferred })
+	c := condOf(got, v1.PodResizePending)
+	if c.Status != v1.ConditionTrue || c.Message != "Node didn't have enough resource: cpu, requested: 500, used: 600, capacity: 1000" {
+		t.Errorf("PodResizePending %+v, want True with the kubelet's message", c)
+	}
+	if !containerSized(got, "200m", "128Mi") {
+		t.Errorf("a deferred pod's container status %+v, want its allocated 200m", got.ContainerStatuses)
+	}
+
+	f.send(podsource.REMOVE, other)
+	step("web", "resized once the other pod is gone", func(s v1.PodStatus) bool {
+		return containerSized(s, "500m", "128Mi") && !hasResize(s)
+	})
+}
+
+func (e *eventLog) snapshot() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.list...)
+}
