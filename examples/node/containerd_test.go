@@ -26,6 +26,7 @@ import (
 
 	criapi "k8s.io/cri-api/pkg/apis"
 
+	"github.com/nodekit/nodekit/internal/cgroupfs"
 	"github.com/nodekit/nodekit/internal/syncbuf"
 	"github.com/nodekit/nodekit/kube/kubetest"
 	"github.com/nodekit/nodekit/runtime/criclient"
@@ -55,6 +56,7 @@ type containerdNode struct {
 	name, image string
 	dir         string // the test's directory: config, certificates, logs
 	logsDir     string // podLogsDir
+	cgroupRoot  string // cgroupRoot: the pods' cgroups are below <cgroupRoot>/kubepods
 	port        int    // the node server's
 	admin       *kubernetes.Clientset
 	adminConfig *rest.Config
@@ -92,6 +94,16 @@ func startContainerdNode(t testing.TB, extraConfig string) *containerdNode {
 		t.Fatal(err)
 	}
 	n.cri = cri
+	// The node's pod cgroups are the test's own, and go with it (after
+	// its pods, which the cleanup below removes).
+	n.cgroupRoot = fmt.Sprintf("/nodekit-e2e-%d", time.Now().UnixNano())
+	t.Cleanup(func() {
+		if cg, err := cgroupfs.New("/sys/fs/cgroup"); err == nil {
+			if err := cg.Remove(n.cgroupRoot); err != nil {
+				t.Errorf("remove the node's cgroups: %v", err)
+			}
+		}
+	})
 	t.Cleanup(func() {
 		defer cri.Close(context.Background())
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -125,9 +137,10 @@ port: %d
 containerRuntimeEndpoint: %s
 podLogsDir: %s
 resolvConf: ""
+cgroupRoot: %s
 authentication:
   x509: {clientCAFile: %s}
-`, n.port, endpoint, n.logsDir, n.caFile)+extraConfig)
+`, n.port, endpoint, n.logsDir, n.cgroupRoot, n.caFile)+extraConfig)
 
 	n.errOut, n.stop = startRun(t, ctx, options{config: config, kubeconfig: kubeconfig, rootDir: filepath.Join(n.dir, "root"),
 		hostnameOverride: n.name, nodeIP: "127.0.0.1", verbosity: 2})

@@ -56,6 +56,11 @@
 //	authorization.webhook.cacheAuthorizedTTL, cacheUnauthorizedTTL  (5m, 30s)
 //	containerRuntimeEndpoint   the CRI socket (unix:///run/containerd/containerd.sock)
 //	podLogsDir                 container logs (/var/log/pods)
+//	cgroupsPerQOS, cgroupRoot, cgroupDriver  pod cgroups (true, /, cgroupfs):
+//	                           each pod's cgroup at <cgroupRoot>/kubepods/[burstable/|besteffort/]pod<uid>
+//	                           with the kubelet's CPU and memory settings, resized
+//	                           in place with the pod (runtime/cri Config.CgroupRoot);
+//	                           the systemd driver is refused
 //	registerWithTaints         taints of a newly registered Node (none)
 //	maxPods                    the Node's pods capacity (110)
 //	systemReserved, kubeReserved  subtracted from capacity in allocatable
@@ -85,7 +90,7 @@
 // MemoryPressure, DiskPressure and PIDPressure conditions.
 //
 // Every other field is accepted and ignored: healthz*,
-// cgroup and QoS settings, other eviction and image GC fields,
+// the other cgroup and QoS settings, other eviction and image GC fields,
 // featureGates, logging, registerNode (the node always registers),
 // serializeImagePulls and the rest. With a kubeconfig the server is the
 // kubelet's: HTTPS, with authentication and authorization. Without one
@@ -195,6 +200,7 @@ type settings struct {
 	port                                  int32
 	readOnlyPort                          int32 // 0: no read-only server
 	endpoint, podLogsDir                  string
+	cgroupRoot                            string // the pods' cgroups, "" for none
 	taints                                []v1.Taint
 	maxPods                               int
 	reserved                              v1.ResourceList
@@ -247,6 +253,23 @@ func loadConfig(path string) (settings, error) {
 		clusterDNS:    kc.ClusterDNS,
 		clusterDomain: kc.ClusterDomain,
 		resolvConf:    "/etc/resolv.conf",
+	}
+	// Pod cgroups, as the kubelet's cgroupsPerQOS (on by default) lays
+	// them out with the cgroupfs driver, below <cgroupRoot>/kubepods.
+	if kc.CgroupsPerQOS == nil || *kc.CgroupsPerQOS {
+		switch kc.CgroupDriver {
+		case "", "cgroupfs":
+		default:
+			return settings{}, fmt.Errorf("--config %s: cgroupDriver %q is not supported (cgroupfs is; or cgroupsPerQOS: false)", path, kc.CgroupDriver)
+		}
+		root := kc.CgroupRoot
+		if root == "" {
+			root = "/"
+		}
+		if !strings.HasPrefix(root, "/") || strings.Contains(root, "..") {
+			return settings{}, fmt.Errorf("--config %s: cgroupRoot %q must be an absolute path without \"..\"", path, kc.CgroupRoot)
+		}
+		s.cgroupRoot = strings.TrimSuffix(root, "/") + "/kubepods"
 	}
 	if kc.NodeStatusUpdateFrequency.Duration > 0 && kc.NodeStatusReportFrequency.Duration == 0 {
 		s.report = kc.NodeStatusUpdateFrequency.Duration // the kubelet's backward-compatible default
@@ -480,7 +503,8 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 		ContainerLogMaxWorkers: s.logMaxWorkers, ContainerLogMonitorInterval: s.logMonitorInterval,
 		RuntimeService: rt, ImageService: rt,
 		CRI: cri.Config{PodLogsDir: s.podLogsDir, PodsDir: filepath.Join(o.rootDir, "pods"),
-			ClusterDNS: s.clusterDNS, ClusterDomain: s.clusterDomain, ResolvConf: s.resolvConf},
+			ClusterDNS: s.clusterDNS, ClusterDomain: s.clusterDomain, ResolvConf: s.resolvConf,
+			CgroupRoot: s.cgroupRoot},
 		Sources:        sources,
 		ResyncInterval: s.sync,
 		Listen:         s.listen,

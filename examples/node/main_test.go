@@ -71,7 +71,7 @@ func TestLoadConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := settings{fileCheck: 20 * time.Second, sync: time.Minute, statusUpdate: 10 * time.Second, report: 5 * time.Minute,
-			leaseDuration: 40 * time.Second, listen: "127.0.0.1:10250", port: 10250, podLogsDir: "/var/log/pods", maxPods: 110, resolvConf: "/etc/resolv.conf",
+			leaseDuration: 40 * time.Second, listen: "127.0.0.1:10250", port: 10250, podLogsDir: "/var/log/pods", cgroupRoot: "/kubepods", maxPods: 110, resolvConf: "/etc/resolv.conf",
 			logMaxSize: 10 * 1024 * 1024, logMaxFiles: 5, logMaxWorkers: 1, logMonitorInterval: 10 * time.Second}
 		if s.eviction == nil || len(s.eviction.Thresholds) != 6 || s.eviction.Thresholds[5].String() != "allocatableMemory.available<100Mi" {
 			t.Errorf("eviction = %+v, want the kubelet's 5 default hard thresholds and allocatableMemory.available<100Mi", s.eviction)
@@ -84,10 +84,34 @@ func TestLoadConfig(t *testing.T) {
 			t.Errorf("loadConfig(\"\") = %+v\nwant %+v", s, want)
 		}
 	})
+	t.Run("cgroups", func(t *testing.T) {
+		for body, want := range map[string]string{
+			"":                    "/kubepods",
+			"cgroupRoot: /edge\n": "/edge/kubepods",
+			"cgroupRoot: /edge/\ncgroupDriver: cgroupfs\n":  "/edge/kubepods",
+			"cgroupsPerQOS: false\n":                        "",
+			"cgroupsPerQOS: false\ncgroupDriver: systemd\n": "",
+		} {
+			path := filepath.Join(dir, "cgroups.yaml")
+			writeFile(t, path, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+body)
+			s, err := loadConfig(path)
+			if err != nil || s.cgroupRoot != want {
+				t.Errorf("%q: cgroupRoot %q, %v; want %q", body, s.cgroupRoot, err, want)
+			}
+		}
+		for _, body := range []string{"cgroupDriver: systemd\n", "cgroupRoot: edge\n", "cgroupRoot: /a/../b\n"} {
+			path := filepath.Join(dir, "cgroups.yaml")
+			writeFile(t, path, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+body)
+			if _, err := loadConfig(path); err == nil {
+				t.Errorf("%q accepted", body)
+			}
+		}
+	})
 	t.Run("fields honoured", func(t *testing.T) {
 		path := filepath.Join(dir, "full.yaml")
 		writeFile(t, path, `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
+cgroupsPerQOS: false
 staticPodPath: /etc/kubernetes/manifests
 syncFrequency: 30s
 nodeStatusUpdateFrequency: 4s
@@ -160,7 +184,7 @@ containerLogMonitorInterval: 5s
 		"unknown field":                     "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPod: 3\n",
 		"duplicate field":                   "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 3\nmaxPods: 4\n",
 		"wrong kind":                        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n",
-		"no apiVersion":                     "kind: KubeletConfiguration\n",
+		"no apiVersion":                     "kind: KubeletConfiguration\ncgroupsPerQOS: false\n",
 		"bad quantity":                      "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nsystemReserved: {cpu: lots}\n",
 		"bad port":                          "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: 70000\n",
 		"bad eviction":                      "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard: {memory.free: 1Gi}\n",
@@ -272,6 +296,7 @@ spec:
 	config := filepath.Join(dir, "config.yaml")
 	writeFile(t, config, fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
+cgroupsPerQOS: false
 staticPodPath: %s
 fileCheckFrequency: 1s
 syncFrequency: 10s

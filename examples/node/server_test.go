@@ -35,6 +35,7 @@ func TestServingSettings(t *testing.T) {
 	path := filepath.Join(dir, "config.yaml")
 	writeFile(t, path, `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
+cgroupsPerQOS: false
 authentication: {x509: {clientCAFile: `+ca+`}, anonymous: {enabled: true}}
 authorization: {mode: Webhook}
 `)
@@ -80,6 +81,7 @@ authorization: {mode: Webhook}
 
 	writeFile(t, path, `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
+cgroupsPerQOS: false
 authentication: {x509: {clientCAFile: `+ca+`}, webhook: {enabled: false}}
 authorization: {mode: AlwaysAllow}
 `)

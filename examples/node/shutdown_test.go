@@ -58,6 +58,7 @@ spec:
 	config := filepath.Join(dir, "config.yaml")
 	writeFile(t, config, fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
+cgroupsPerQOS: false
 staticPodPath: %s
 fileCheckFrequency: 1s
 address: 127.0.0.1

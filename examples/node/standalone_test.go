@@ -38,6 +38,7 @@ spec:
 	config := filepath.Join(dir, "config.yaml")
 	writeFile(t, config, fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
+cgroupsPerQOS: false
 staticPodPath: %s
 fileCheckFrequency: 1s
 address: 127.0.0.1
@@ -105,7 +106,7 @@ resolvConf: ""
 
 	// Neither an API server nor static pods: nothing to run.
 	noPods := filepath.Join(dir, "nopods.yaml")
-	writeFile(t, noPods, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n")
+	writeFile(t, noPods, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupsPerQOS: false\n")
 	err = run(context.Background(), options{config: noPods, rootDir: filepath.Join(dir, "root2"), hostnameOverride: "edge-3"}, &syncbuf.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "staticPodPath") {
 		t.Errorf("run without kubeconfig nor staticPodPath = %v, want an error naming staticPodPath", err)

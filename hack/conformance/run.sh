@@ -52,6 +52,9 @@ repo=$(cd "$here/../.." && pwd)
 scratch=${NODEKIT_CONFORMANCE_DIR:-/tmp/nodekit-conformance}
 niceness=${NODEKIT_CONFORMANCE_NICE:-19}
 bridge=${NODEKIT_CONFORMANCE_BRIDGE:-nk-conf0}
+# The node's pod cgroups (<root>/kubepods/...): the run's own, as its
+# bridge is, and removed with it.
+cgroup_root=/nodekit-conformance-$bridge
 subnet=${NODEKIT_CONFORMANCE_SUBNET:-10.213.99.0/24}
 label_filter='NodeConformance && !Slow && !Serial && !Disruptive && !Flaky'
 node_name=localhost
@@ -126,6 +129,16 @@ fi
 mkdir -p "$results"
 results=$(cd "$results" && pwd)
 
+# remove_cgroups removes the node's cgroups, left empty once containerd
+# and its containers are gone, deepest first, in every hierarchy.
+remove_cgroups() {
+	local h
+	for h in /sys/fs/cgroup /sys/fs/cgroup/*; do
+		[ -d "$h$cgroup_root" ] || continue
+		find "$h$cgroup_root" -depth -type d -exec rmdir {} + 2>/dev/null || true
+	done
+}
+
 # Everything started is recorded in $scratch/pids and stopped by the
 # trap, newest first; then containerd and its containers by
 # hack/e2e/down.sh (the node leaves its pods running, as the kubelet).
@@ -161,6 +174,7 @@ stop_all() {
 	cp "$scratch"/logs/*.log "$results/logs/" 2>/dev/null || true
 	cp "$scratch/containerd/logs/containerd.log" "$results/logs/" 2>/dev/null || true
 	"$repo/hack/e2e/down.sh" "$scratch/containerd" || true
+	remove_cgroups
 	# Volumes the node mounted under its root directory, deepest first.
 	awk -v d="$scratch" 'index($2, d "/") == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do
 		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
@@ -180,6 +194,7 @@ if [ -f "$scratch/pids" ]; then
 	done
 fi
 "$repo/hack/e2e/down.sh" "$scratch/containerd" || true
+remove_cgroups
 rm -rf "$scratch"
 mkdir -p "$scratch"/{logs,pki,etcd,apiserver,node,bin}
 trap stop_all EXIT INT TERM
@@ -368,6 +383,7 @@ authentication:
 authorization:
   mode: AlwaysAllow
 cgroupDriver: cgroupfs
+cgroupRoot: $cgroup_root
 containerRuntimeEndpoint: unix://$scratch/containerd/containerd.sock
 podLogsDir: $scratch/node/pod-logs
 clusterDomain: cluster.local
