@@ -410,6 +410,9 @@ func (a *Agent) generateAt(pod *v1.Pod, rs *runtime.PodStatus, stage status.Stag
 	pending, inProgress := a.resizeConditions(pod.UID)
 	in := status.Input{Pod: a.allocatedPod(pod), Runtime: rs, Waiting: waiting, Ready: ready, Started: started, NodeIPs: a.cfg.NodeIPs, Now: a.cfg.Clock.Now(), Stage: stage,
 		ResizePending: pending, ResizeInProgress: inProgress}
+	if r, ok := a.rt.(runtime.PodCgroupReader); ok {
+		in.PodCgroup, _ = r.PodCgroupResources(pod.UID)
+	}
 	if ok {
 		in.Previous = &prev
 	}

@@ -130,7 +130,9 @@ func TestResizeOnContainerd(t *testing.T) {
 		t.Errorf("container cgroup %s: %s, want %s", ctrPath, got, want)
 	}
 
+	// Later specs come as the API sends them, with the pod Running.
 	resized := pod.DeepCopy()
+	resized.Status.Phase = v1.PodRunning
 	resized.Generation = 2
 	resized.Spec.Containers[0].Resources = size("300m", "400m", "64Mi", "256Mi")
 	send(podsource.Update{Op: podsource.UPDATE, Pods: []*v1.Pod{resized}})
@@ -172,6 +174,13 @@ func TestResizeOnContainerd(t *testing.T) {
 	}
 	if got, want := cgroupString(t, cg, podPath), "307/40000/268435456"; got != want {
 		t.Errorf("pod cgroup after the refused resize: %s, want it unchanged, %s", got, want)
+	}
+	// Allocated, not carried out: the status shows both.
+	if got := p.Status.AllocatedResources.Memory().String(); got != "16Mi" {
+		t.Errorf("allocatedResources memory %s, want 16Mi", got)
+	}
+	if p.Status.Resources == nil || p.Status.Resources.Limits.Memory().String() != "256Mi" {
+		t.Errorf("status.resources %+v, want the pod cgroup's 256Mi memory limit", p.Status.Resources)
 	}
 
 	send(podsource.Update{Op: podsource.REMOVE, Pods: []*v1.Pod{shrunk}})

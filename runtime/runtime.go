@@ -56,6 +56,15 @@ type Runtime interface {
 	Status(ctx context.Context) (*Status, error)
 }
 
+// PodCgroupReader is implemented by a Runtime that manages pod cgroups
+// (runtime/cri with Config.CgroupRoot). PodCgroupResources returns the
+// CPU and memory settings it last gave the pod's cgroup, in the API's
+// units (a nil field is no limit), as the kubelet reports a running pod's
+// status.resources from its cgroup; ok is false when it knows of none.
+type PodCgroupReader interface {
+	PodCgroupResources(uid types.UID) (res *ContainerResources, ok bool)
+}
+
 // SyncAction names what a SyncPod step did.
 type SyncAction string
 

@@ -47,6 +47,10 @@ type Input struct {
 	// pod waits: the PodResizePending condition, with reason Deferred or
 	// Infeasible (v1.PodReasonDeferred, v1.PodReasonInfeasible).
 	ResizePending *Reason
+	// PodCgroup, when set, is what the pod's cgroup has
+	// (runtime.PodCgroupReader): a pod the API shows Running reports it
+	// in status.resources, as the kubelet reads its pod cgroup.
+	PodCgroup *runtime.ContainerResources
 	// ResizeInProgress, when set, is a resize that was accepted and is not
 	// carried out yet: the PodResizeInProgress condition, with reason
 	// Error (v1.PodReasonError) and a message once carrying it out failed.
@@ -176,7 +180,7 @@ func Generate(in Input) v1.PodStatus {
 	if !terminalPhase(s.Phase) {
 		s.Conditions = resizeConditions(s.Conditions, in, prev, metav1.NewTime(in.Now))
 	}
-	s.Resources, s.AllocatedResources = podResources(pod)
+	s.Resources, s.AllocatedResources = podResources(pod, in.PodCgroup, prev)
 	if in.Stage == Terminated {
 		finish(pod, &s, prev)
 	}

@@ -91,15 +91,74 @@ func containerUser(u *runtime.ContainerUser) *v1.ContainerUser {
 	return out
 }
 
+// runningPodResources is the kubelet's convertToAPIPodLevelResourcesStatus
+// for a pod the API shows Running, whose cgroup's settings cg are known:
+// spec.resources with the CPU request (from the shares), CPU limit (from
+// the quota) and memory limit the cgroup has in their place (a CPU
+// figure at or below the cgroup floor on both sides keeps the allocated
+// one), a memory request from the effective requests where
+// spec.resources sets none, and a figure the cgroup does not have (no
+// limit) kept from the previous status of the Running pod.
+func runningPodResources(pod *v1.Pod, cg *runtime.ContainerResources, prev *v1.PodStatus) *v1.ResourceRequirements {
+	res := pod.Spec.Resources.DeepCopy()
+	if res == nil {
+		res = &v1.ResourceRequirements{}
+	}
+	if res.Requests == nil {
+		res.Requests = v1.ResourceList{}
+	}
+	if res.Limits == nil {
+		res.Limits = v1.ResourceList{}
+	}
+	keep := func(name v1.ResourceName, old func(*v1.ResourceRequirements) v1.ResourceList, to v1.ResourceList) {
+		if prev == nil || prev.Phase != v1.PodRunning || prev.Resources == nil {
+			return
+		}
+		if q, ok := old(prev.Resources)[name]; ok {
+			to[name] = q.DeepCopy()
+		}
+	}
+	requests := func(r *v1.ResourceRequirements) v1.ResourceList { return r.Requests }
+	limits := func(r *v1.ResourceRequirements) v1.ResourceList { return r.Limits }
+	if cg.CPURequest != nil {
+		if cg.CPURequest.MilliValue() > podutil.MinShares || res.Requests.Cpu().MilliValue() > podutil.MinShares {
+			res.Requests[v1.ResourceCPU] = cg.CPURequest.DeepCopy()
+		}
+	} else {
+		keep(v1.ResourceCPU, requests, res.Requests)
+	}
+	if _, ok := res.Requests[v1.ResourceMemory]; !ok {
+		if q, ok := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})[v1.ResourceMemory]; ok {
+			res.Requests[v1.ResourceMemory] = q
+		}
+	}
+	if cg.CPULimit != nil {
+		if cg.CPULimit.MilliValue() > podutil.MinMilliCPULimit || res.Limits.Cpu().MilliValue() > podutil.MinMilliCPULimit {
+			res.Limits[v1.ResourceCPU] = cg.CPULimit.DeepCopy()
+		}
+	} else {
+		keep(v1.ResourceCPU, limits, res.Limits)
+	}
+	if cg.MemoryLimit != nil {
+		res.Limits[v1.ResourceMemory] = cg.MemoryLimit.DeepCopy()
+	} else {
+		keep(v1.ResourceMemory, limits, res.Limits)
+	}
+	return res
+}
+
 // podResources are the pod's status.resources and
 // status.allocatedResources. resources is the kubelet's
 // getEffectiveAllocatedResources: spec.resources (claims included), with
 // the pod's effective requests and limits (pod-level values where set,
 // else the containers' aggregated as the scheduler counts them, plus the
-// pod's overhead). The kubelet reads a Running pod's CPU and memory from
-// its pod cgroup instead; nodekit manages no pod cgroups (see the package
-// doc). allocated is the same requests.
-func podResources(pod *v1.Pod) (resources *v1.ResourceRequirements, allocated v1.ResourceList) {
+// pod's overhead); for a pod the API shows Running whose cgroup's
+// settings are known (cg), runningPodResources. allocated is the
+// effective requests.
+func podResources(pod *v1.Pod, cg *runtime.ContainerResources, prev *v1.PodStatus) (resources *v1.ResourceRequirements, allocated v1.ResourceList) {
+	if pod.Status.Phase == v1.PodRunning && cg != nil {
+		return runningPodResources(pod, cg, prev), resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	}
 	resources = pod.Spec.Resources.DeepCopy()
 	if resources == nil {
 		resources = &v1.ResourceRequirements{}

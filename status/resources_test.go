@@ -327,3 +327,40 @@ func TestStatusResourcesAreCopies(t *testing.T) {
 		t.Errorf("the pod-level spec changed with the status: %s", got)
 	}
 }
+
+// A pod the API shows Running reports in status.resources what its
+// cgroup has (Input.PodCgroup), as the kubelet reads its pod cgroup: so
+// a resize that is allocated but not carried out (its memory limit
+// refused below the usage) shows the old limit beside the new
+// allocatedResources. A figure the cgroup does not have is kept from the
+// previous Running status; one at or below the CPU floor on both sides
+// keeps the allocated value.
+func TestRunningPodResourcesFromItsCgroup(t *testing.T) {
+	p := resourced()
+	p.Status.Phase = v1.PodRunning
+	p.Spec.Resources = &v1.ResourceRequirements{Requests: rl("cpu", "500m", "memory", "10Ki"), Limits: rl("cpu", "1", "memory", "10Ki")}
+	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+	cg := &runtime.ContainerResources{CPURequest: q("500m"), CPULimit: q("1"), MemoryLimit: q("30Mi")}
+	s := status.Generate(status.Input{Pod: p, Runtime: observed(c("app", running, 0, 0)), Now: now, PodCgroup: cg})
+	if got, want := reqs(s.Resources), "requests cpu=500m memory=10Ki; limits cpu=1 memory=30Mi"; got != want {
+		t.Errorf("resources %s\nwant      %s", got, want)
+	}
+	if got, want := list(s.AllocatedResources), "cpu=500m memory=10Ki"; got != want {
+		t.Errorf("allocatedResources %s, want %s", got, want)
+	}
+
+	// No memory limit in the cgroup: the previous one stays.
+	prev := s
+	s = status.Generate(status.Input{Pod: p, Runtime: observed(c("app", running, 0, 0)), Now: now, Previous: &prev,
+		PodCgroup: &runtime.ContainerResources{CPURequest: q("1m"), CPULimit: q("1")}})
+	if got, want := reqs(s.Resources), "requests cpu=1m memory=10Ki; limits cpu=1 memory=30Mi"; got != want {
+		t.Errorf("without a memory limit in the cgroup: resources %s\nwant      %s", got, want)
+	}
+
+	// Not Running in the API: the allocated values.
+	p.Status.Phase = v1.PodPending
+	s = status.Generate(status.Input{Pod: p, Runtime: observed(c("app", running, 0, 0)), Now: now, PodCgroup: cg})
+	if got, want := reqs(s.Resources), "requests cpu=500m memory=10Ki; limits cpu=1 memory=10Ki"; got != want {
+		t.Errorf("a pending pod: resources %s\nwant      %s", got, want)
+	}
+}

@@ -56,8 +56,9 @@ type Runtime struct {
 }
 
 var (
-	_ runtime.Runtime = (*Runtime)(nil)
-	_ ImageManager    = (*images.Manager)(nil)
+	_ runtime.Runtime         = (*Runtime)(nil)
+	_ runtime.PodCgroupReader = (*Runtime)(nil)
+	_ ImageManager            = (*images.Manager)(nil)
 )
 
 // New returns a Runtime over the services in cfg. It starts no

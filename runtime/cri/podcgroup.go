@@ -5,11 +5,13 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/nodekit/nodekit/internal/cgroupfs"
 	"github.com/nodekit/nodekit/internal/podutil"
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // podCgroupPath is the pod's cgroup when nodekit manages pod cgroups
@@ -189,4 +191,36 @@ func (r *Runtime) podCgroupUIDs() ([]types.UID, error) {
 		}
 	}
 	return out, nil
+}
+
+// PodCgroupResources implements runtime.PodCgroupReader: the settings
+// nodekit last gave the pod's cgroup (or read from it), converted as the
+// kubelet reads them back: the CPU request from the shares, the limit
+// from the quota, and the memory limit.
+func (r *Runtime) PodCgroupResources(uid types.UID) (*runtime.ContainerResources, bool) {
+	if r.cgroups == nil {
+		return nil, false
+	}
+	r.actMu.Lock()
+	a := r.act[uid]
+	var s *cgroupSettings
+	if a != nil && a.pod != nil {
+		c := *a.pod
+		s = &c
+	}
+	r.actMu.Unlock()
+	if s == nil {
+		return nil, false
+	}
+	out := &runtime.ContainerResources{}
+	if m := podutil.SharesToMilliCPU(s.shares); m > 0 {
+		out.CPURequest = resource.NewMilliQuantity(m, resource.DecimalSI)
+	}
+	if m := podutil.QuotaToMilliCPU(s.quota, podutil.QuotaPeriod); s.quota > 0 && m > 0 {
+		out.CPULimit = resource.NewMilliQuantity(m, resource.DecimalSI)
+	}
+	if s.memory > 0 {
+		out.MemoryLimit = resource.NewQuantity(s.memory, resource.BinarySI)
+	}
+	return out, true
 }

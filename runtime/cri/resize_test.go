@@ -218,6 +218,9 @@ func TestPodCgroup(t *testing.T) {
 	if got, want := readCgroup(t, mount, path), "256/50000/335544320"; got != want {
 		t.Errorf("pod cgroup after the failed resize %s, want it unchanged, %s", got, want)
 	}
+	if r, ok := h.rt.PodCgroupResources(pod.UID); !ok || r.CPURequest.String() != "250m" || r.CPULimit.String() != "500m" || r.MemoryLimit.String() != "320Mi" {
+		t.Errorf("PodCgroupResources = %+v, %v; want 250m, 500m and 320Mi", r, ok)
+	}
 
 	if err := h.rt.KillPod(h.ctx, pod, nil, nil); err != nil {
 		t.Fatal(err)
