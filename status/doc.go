@@ -133,7 +133,12 @@
 //     pod-level requests where set, else the containers' aggregated, plus
 //     overhead) and its status.resources are spec.resources with those
 //     requests and the matching limits (PodLimits); a pod without any
-//     resources gets empty, non-nil values, as from the kubelet;
+//     resources gets empty, non-nil values, as from the kubelet. For a
+//     pod the API shows Running whose cgroup's settings the runtime
+//     gives (Input.PodCgroup, runtime.PodCgroupReader), status.resources
+//     has the cgroup's CPU request (from the shares), CPU limit (from the
+//     quota) and memory limit instead, as the kubelet reads them back, so
+//     an allocated resize not yet carried out shows as such;
 //   - the in-place resize conditions the caller gives (Input.ResizePending,
 //     Input.ResizeInProgress): PodResizePending (reason Deferred or
 //     Infeasible) and PodResizeInProgress (no reason, or Error with why),
@@ -158,13 +163,13 @@
 //     the previous status, where the kubelet reads its copy of the API's;
 //   - a container whose sandbox the runtime does not report counts as in
 //     the current sandbox when deciding whether the pod has initialized;
-//   - a Running pod's status.resources are its effective allocated
-//     values, as for a pod in any other phase: the kubelet reads them
-//     back from the pod's cgroup (CPU shares and quota, memory limit),
-//     which Generate has no access to. Where they differ is the cgroup's
-//     rounding (CPU weights on cgroup v2) and a burstable pod whose
-//     containers do not all have limits, whose cgroup has none while
-//     PodLimits sums the limits that are set;
+//   - a Running pod's status.resources come from the settings the
+//     runtime last gave its cgroup, where the kubelet reads the cgroup
+//     files; a limit the cgroup does not have keeps the previous value,
+//     where the kubelet on cgroup v1 reports the "no limit" figure
+//     (9223372036854771712 bytes) as the memory limit. Without
+//     Input.PodCgroup (a runtime that manages no pod cgroups) they are
+//     the effective allocated values, as in any other phase;
 //   - a running container whose runtime reports no resources keeps the
 //     figures of its previous status (else the allocated ones), where the
 //     kubelet first takes those it recorded when it started or resized
