@@ -45,6 +45,16 @@ type resizeState struct {
 	// with its allocation. generation is the pod's when it was accepted.
 	seq        int
 	generation int64
+	// pendingGeneration is the pod's when pending was set.
+	pendingGeneration int64
+}
+
+// qosChanges reports whether the pod's QoS class, computed from its spec,
+// differs between the allocated and the desired spec.
+func qosChanges(allocated, desired *v1.Pod) bool {
+	a, d := *allocated, *desired
+	a.Status, d.Status = v1.PodStatus{}, v1.PodStatus{}
+	return podutil.QOSClass(&a) != podutil.QOSClass(&d)
 }
 
 func allocationOf(pod *v1.Pod) allocation {
@@ -169,16 +179,27 @@ func (a *Agent) handleResizes(pods []*v1.Pod) []*v1.Pod {
 			}
 			listed = true
 		}
-		res := admission.Resources(admission.Attributes{Pod: p, OtherPods: withoutUID(others, p.UID), Node: node})
-		if !res.Admit {
-			r := &status.Reason{Reason: v1.PodReasonDeferred, Message: res.Message}
+		var r *status.Reason
+		event, eventReason := ReasonResizeDeferred, ""
+		if qosChanges(st.alloc.apply(p), p) {
+			// The API refuses it; another source may not.
+			r = &status.Reason{Reason: v1.PodReasonInfeasible, Message: "Pod QOS Class may not change as a result of resizing"}
+			event, eventReason = ReasonResizeInfeasible, v1.PodReasonInfeasible
+		} else if res := admission.Resources(admission.Attributes{Pod: p, OtherPods: withoutUID(others, p.UID), Node: node}); !res.Admit {
+			r = &status.Reason{Reason: v1.PodReasonDeferred, Message: res.Message}
+			eventReason = res.Reason
+		}
+		if r != nil {
 			a.mu.Lock()
-			was := st.pending
-			st.pending = r
+			was, wasGen := st.pending, st.pendingGeneration
+			st.pending, st.pendingGeneration = r, p.Generation
 			a.mu.Unlock()
 			if was == nil || *was != *r {
-				a.cfg.Events(p, v1.EventTypeWarning, ReasonResizeDeferred, "Pod resize "+res.Reason+": "+resizeEventJSON(p, p.Generation, res.Message))
 				changed = append(changed, p)
+			}
+			// As the kubelet: one event per reason and generation.
+			if was == nil || was.Reason != r.Reason || wasGen != p.Generation {
+				a.cfg.Events(p, v1.EventTypeWarning, event, "Pod resize "+eventReason+": "+resizeEventJSON(p, p.Generation, r.Message))
 			}
 			continue
 		}
@@ -201,13 +222,14 @@ func (a *Agent) handleResizes(pods []*v1.Pod) []*v1.Pod {
 	return changed
 }
 
-// retryResizes decides again on the resizes that wait, at housekeeping,
-// and syncs the pods whose resize was accepted.
+// retryResizes decides again on the deferred resizes, at housekeeping and
+// as pods go, and syncs the pods whose resize was accepted. An
+// infeasible one waits for another spec.
 func (a *Agent) retryResizes() {
 	a.mu.Lock()
 	var waiting []*v1.Pod
 	for uid, st := range a.resizes {
-		if st.pending != nil {
+		if st.pending != nil && st.pending.Reason == v1.PodReasonDeferred {
 			if p := a.pods[uid]; p != nil {
 				waiting = append(waiting, p)
 			}
@@ -225,10 +247,13 @@ func (a *Agent) retryResizes() {
 // resizeSynced records how a sync, which ran with the allocation of the
 // pod's seq-th accepted resize, carried it out: a failed resize step
 // keeps PodResizeInProgress with reason Error and its message (event
-// ResizeError), a sync without one ends it (event ResizeCompleted). A
-// sync that ran with an older allocation changes nothing: another one
-// follows. It reports whether the conditions changed.
-func (a *Agent) resizeSynced(pod *v1.Pod, seq int, res *runtime.SyncResult) bool {
+// ResizeError); otherwise it ends (event ResizeCompleted) once the
+// observation obs shows every running container with its new resources
+// (runtime.ResizeChecker; a container restarted to resize it shows in a
+// later observation, whose sync ends it), or at once with a runtime that
+// cannot tell. A sync that ran with an older allocation changes nothing:
+// another one follows. It reports whether the conditions changed.
+func (a *Agent) resizeSynced(pod *v1.Pod, seq int, res *runtime.SyncResult, obs *runtime.PodStatus) bool {
 	var failed *runtime.SyncStep
 	for i := range res.Steps {
 		if s := &res.Steps[i]; s.Action == runtime.ActionResize && s.Err != nil {
@@ -243,12 +268,20 @@ func (a *Agent) resizeSynced(pod *v1.Pod, seq int, res *runtime.SyncResult) bool
 	}
 	gen := st.generation
 	was := st.inProgress
-	if failed != nil {
-		st.inProgress = &status.Reason{Reason: v1.PodReasonError, Message: failed.Message}
-	} else {
-		st.inProgress = nil
+	a.mu.Unlock()
+	var now *status.Reason
+	switch c, ok := a.rt.(runtime.ResizeChecker); {
+	case failed != nil:
+		now = &status.Reason{Reason: v1.PodReasonError, Message: failed.Message}
+	case ok && obs != nil && c.ResizeInProgress(pod, obs):
+		return false // carried out in a later sync
 	}
-	now := st.inProgress
+	a.mu.Lock()
+	if st.seq != seq {
+		a.mu.Unlock()
+		return false // a newer resize was accepted meanwhile
+	}
+	st.inProgress = now
 	a.mu.Unlock()
 	switch {
 	case now == nil:

@@ -158,3 +158,30 @@ func (e *eventLog) snapshot() []string {
 	defer e.mu.Unlock()
 	return append([]string(nil), e.list...)
 }
+
+// A resize that would change the pod's QoS class is infeasible (the API
+// refuses it; another source may send it); a spec back to what the pod
+// was given ends the wait.
+func TestResizeChangingQoSIsInfeasible(t *testing.T) {
+	f, events, step := resizeAgent(t)
+	pod := apiPod("web", v1.RestartPolicyAlways, []string{"main"})
+	pod.Spec.Containers[0].Resources = sized("200m", "128Mi")
+	f.send(podsource.ADD, pod)
+	st := step("web", "running", func(s v1.PodStatus) bool { return containerSized(s, "200m", "128Mi") })
+
+	burstable := pod.DeepCopy()
+	burstable.Status = st
+	burstable.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("100m")
+	f.send(podsource.UPDATE, burstable)
+	got := step("web", "infeasible", func(s v1.PodStatus) bool { return condOf(s, v1.PodResizePending).Reason == v1.PodReasonInfeasible })
+	if c := condOf(got, v1.PodResizePending); c.Message != "Pod QOS Class may not change as a result of resizing" {
+		t.Errorf("PodResizePending %+v", c)
+	}
+	if !events.has("ResizeInfeasible: Pod resize Infeasible: ") {
+		t.Errorf("no ResizeInfeasible event in %v", events.snapshot())
+	}
+	back := pod.DeepCopy()
+	back.Status = got
+	f.send(podsource.UPDATE, back)
+	step("web", "no longer pending", func(s v1.PodStatus) bool { return !hasResize(s) && containerSized(s, "200m", "128Mi") })
+}

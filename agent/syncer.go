@@ -106,6 +106,7 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 	for _, p := range desired {
 		if _, known := states[p.UID]; !known {
 			a.log.V(0).Info("starting a pod created again after it terminated", "pod", podutil.FullName(p), "podUID", p.UID)
+			a.allocate(p)
 			a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
 		}
 	}
@@ -226,7 +227,7 @@ func (a *Agent) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v1.Po
 	old := a.reasons[pod.UID]
 	a.reasons[pod.UID] = reasons
 	a.mu.Unlock()
-	resized := a.resizeSynced(pod, seq, res)
+	freshened := false
 	if resizedInPlace(res) {
 		// The runtime now reports the new settings, but no container
 		// changed state, so no relist looks at the pod again: it is
@@ -235,10 +236,11 @@ func (a *Agent) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v1.Po
 		now := a.cfg.Clock.Now()
 		if fresh, err := a.rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); err == nil {
 			a.cache.Set(pod.UID, fresh, nil, now)
-			rs, resized = fresh, true
+			rs, freshened = fresh, true
 		}
 	}
-	if resized || !maps.Equal(old, reasons) {
+	resized := a.resizeSynced(pod, seq, res, rs)
+	if resized || freshened || !maps.Equal(old, reasons) {
 		a.generate(pod, rs)
 	}
 	return false, res.Error()

@@ -65,6 +65,15 @@ type PodCgroupReader interface {
 	PodCgroupResources(uid types.UID) (res *ContainerResources, ok bool)
 }
 
+// ResizeChecker is implemented by a Runtime that resizes running
+// containers in place (runtime/cri). ResizeInProgress reports whether
+// the observation shows a running container (or the pod's cgroup) with
+// other requests or limits than the pod's spec gives it, as the kubelet
+// decides when a resize is over.
+type ResizeChecker interface {
+	ResizeInProgress(pod *v1.Pod, status *PodStatus) bool
+}
+
 // SyncAction names what a SyncPod step did.
 type SyncAction string
 

@@ -253,6 +253,10 @@ type ContainerResources struct {
 	CPULimit *resource.Quantity
 	// MemoryLimit is its memory limit in bytes.
 	MemoryLimit *resource.Quantity
+	// MemoryRequest is the memory request it was started or last resized
+	// with, which no cgroup setting shows: a runtime that records it (as
+	// runtime/cri does for the containers it starts) reports it.
+	MemoryRequest *resource.Quantity
 }
 
 // ContainerUser is the identity a container's process runs as.

@@ -733,8 +733,10 @@ func activeRegularStarted(pod *v1.Pod, rs *runtime.PodStatus) bool {
 }
 
 // resizeConditions adds the PodResizePending and PodResizeInProgress
-// conditions in gives, as the kubelet does: True, probed now, with a
-// transition time kept while the reason stays. A pod that has ended has
+// conditions in gives, as the kubelet does: True, with a transition time
+// kept while the reason stays, and probed when the reason or message
+// last changed (the kubelet probes it at each decision; a status made on
+// every sync would otherwise change each time). A pod that has ended has
 // neither.
 func resizeConditions(conds []v1.PodCondition, in Input, prev *v1.PodStatus, now metav1.Time) []v1.PodCondition {
 	add := func(t v1.PodConditionType, r *Reason) {
@@ -745,6 +747,9 @@ func resizeConditions(conds []v1.PodCondition, in Input, prev *v1.PodStatus, now
 		for _, p := range prev.Conditions {
 			if p.Type == t && p.Reason == r.Reason && !p.LastTransitionTime.IsZero() {
 				c.LastTransitionTime = p.LastTransitionTime
+				if p.Message == r.Message && !p.LastProbeTime.IsZero() {
+					c.LastProbeTime = p.LastProbeTime
+				}
 			}
 		}
 		conds = append(conds, c)

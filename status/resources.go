@@ -73,8 +73,13 @@ func containerResources(c *v1.Container, cs *runtime.ContainerStatus, id string,
 		} else {
 			keep(v1.ResourceCPU, requests, res.Requests)
 		}
-		// No runtime reports a memory request.
-		keep(v1.ResourceMemory, requests, res.Requests)
+		// No cgroup setting shows a memory request: the one the
+		// runtime's user recorded (runtime/cri does), else kept.
+		if rr.MemoryRequest != nil {
+			res.Requests[v1.ResourceMemory] = rr.MemoryRequest.DeepCopy()
+		} else {
+			keep(v1.ResourceMemory, requests, res.Requests)
+		}
 	}
 	return res
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
@@ -362,5 +363,55 @@ func TestRunningPodResourcesFromItsCgroup(t *testing.T) {
 	s = status.Generate(status.Input{Pod: p, Runtime: observed(c("app", running, 0, 0)), Now: now, PodCgroup: cg})
 	if got, want := reqs(s.Resources), "requests cpu=500m memory=10Ki; limits cpu=1 memory=10Ki"; got != want {
 		t.Errorf("a pending pod: resources %s\nwant      %s", got, want)
+	}
+}
+
+// The resize conditions: True with the reason and message given; the
+// transition time kept while the reason stays, the probe time while the
+// message does too; none once the pod has ended.
+func TestResizeConditions(t *testing.T) {
+	p := resourced()
+	t1 := now.Add(time.Minute)
+	cond := func(s v1.PodStatus, typ v1.PodConditionType) *v1.PodCondition {
+		for i := range s.Conditions {
+			if s.Conditions[i].Type == typ {
+				return &s.Conditions[i]
+			}
+		}
+		return nil
+	}
+	s := status.Generate(status.Input{Pod: p, Runtime: observed(c("app", running, 0, 0)), Now: now,
+		ResizePending: &status.Reason{Reason: v1.PodReasonDeferred, Message: "no room"}})
+	if c := cond(s, v1.PodResizePending); c == nil || c.Status != v1.ConditionTrue || c.Reason != v1.PodReasonDeferred || c.Message != "no room" || !c.LastProbeTime.Time.Equal(now) {
+		t.Fatalf("PodResizePending %+v", c)
+	}
+	if c := cond(s, v1.PodResizeInProgress); c != nil {
+		t.Errorf("PodResizeInProgress %+v without one given", c)
+	}
+	prev := s
+	s = status.Generate(status.Input{Pod: p, Runtime: observed(c("app", running, 0, 0)), Now: t1, Previous: &prev,
+		ResizePending: &status.Reason{Reason: v1.PodReasonDeferred, Message: "no room"}})
+	if c := cond(s, v1.PodResizePending); !c.LastTransitionTime.Time.Equal(now) || !c.LastProbeTime.Time.Equal(now) {
+		t.Errorf("unchanged: transition %v probe %v, want both kept at %v", c.LastTransitionTime, c.LastProbeTime, now)
+	}
+	prev = s
+	s = status.Generate(status.Input{Pod: p, Runtime: observed(c("app", running, 0, 0)), Now: t1, Previous: &prev,
+		ResizePending: &status.Reason{Reason: v1.PodReasonDeferred, Message: "less room"}})
+	if c := cond(s, v1.PodResizePending); !c.LastTransitionTime.Time.Equal(now) || !c.LastProbeTime.Time.Equal(t1) {
+		t.Errorf("new message: transition %v probe %v, want %v and %v", c.LastTransitionTime, c.LastProbeTime, now, t1)
+	}
+	prev = s
+	s = status.Generate(status.Input{Pod: p, Runtime: observed(c("app", running, 0, 0)), Now: t1, Previous: &prev,
+		ResizePending: &status.Reason{Reason: v1.PodReasonInfeasible, Message: "never"}, ResizeInProgress: &status.Reason{Reason: v1.PodReasonError, Message: "failed"}})
+	if c := cond(s, v1.PodResizePending); !c.LastTransitionTime.Time.Equal(t1) {
+		t.Errorf("new reason: transition %v, want %v", c.LastTransitionTime, t1)
+	}
+	if c := cond(s, v1.PodResizeInProgress); c == nil || c.Reason != v1.PodReasonError || c.Message != "failed" {
+		t.Errorf("PodResizeInProgress %+v", c)
+	}
+	p.Status.Phase = v1.PodSucceeded
+	s = status.Generate(status.Input{Pod: p, Runtime: observed(), Now: t1, ResizeInProgress: &status.Reason{}})
+	if c := cond(s, v1.PodResizeInProgress); c != nil {
+		t.Errorf("an ended pod has %+v", c)
 	}
 }

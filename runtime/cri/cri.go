@@ -58,6 +58,7 @@ type Runtime struct {
 var (
 	_ runtime.Runtime         = (*Runtime)(nil)
 	_ runtime.PodCgroupReader = (*Runtime)(nil)
+	_ runtime.ResizeChecker   = (*Runtime)(nil)
 	_ ImageManager            = (*images.Manager)(nil)
 )
 
@@ -294,6 +295,9 @@ func (r *Runtime) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 				}
 				st.Message += msg
 			}
+		}
+		if st.State == runtime.ContainerStateRunning {
+			r.addActuated(uid, st)
 		}
 		ps.ContainerStatuses = append(ps.ContainerStatuses, st)
 	}

@@ -15,12 +15,27 @@ import (
 )
 
 // podCgroupPath is the pod's cgroup when nodekit manages pod cgroups
-// (Config.CgroupRoot), else "".
+// (Config.CgroupRoot), else "" (also for a UID that cannot name one).
 func (r *Runtime) podCgroupPath(pod *v1.Pod) string {
-	if r.cgroups == nil {
+	if r.cgroups == nil || !cgroupUID(pod.UID) {
 		return ""
 	}
 	return r.cgroupParent(pod)
+}
+
+// cgroupUID reports whether a pod UID can name a cgroup: letters,
+// digits, '-', '_' and '.', and not "." or "..". A UID read from a
+// runtime's labels is not trusted to be one.
+func cgroupUID(uid types.UID) bool {
+	if uid == "" || uid == "." || uid == ".." || len(uid) > 128 {
+		return false
+	}
+	for _, c := range uid {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // podCgroupSettings are the kubelet's pod cgroup settings: CPU shares
@@ -114,6 +129,16 @@ func (r *Runtime) ensurePodCgroup(pod *v1.Pod) error {
 		return nil
 	}
 	s := podCgroupSettings(pod)
+	if qosClass(pod) == v1.PodQOSBestEffort {
+		// The kubelet gives the best-effort pods together the minimum
+		// CPU shares.
+		if dir := r.cfg.CgroupRoot + "/besteffort"; !r.cgroups.Exists(dir) {
+			shares := uint64(podutil.MinShares)
+			if err := r.cgroups.Ensure(dir, cgroupfs.Resources{CPUShares: &shares}); err != nil {
+				return fmt.Errorf("create the best-effort cgroup %s: %w", dir, err)
+			}
+		}
+	}
 	if err := r.cgroups.Ensure(path, cgroupResources(s)); err != nil {
 		return fmt.Errorf("create pod cgroup %s: %w", path, err)
 	}
@@ -156,7 +181,7 @@ func (r *Runtime) setPodCgroup(uid types.UID, path string, s cgroupSettings) err
 // in each QoS class's place (the pod's class is not known without its
 // spec).
 func (r *Runtime) removePodCgroups(uid types.UID) error {
-	if r.cgroups == nil {
+	if r.cgroups == nil || !cgroupUID(uid) {
 		return nil
 	}
 	for _, dir := range r.qosDirs() {

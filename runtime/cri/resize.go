@@ -32,16 +32,24 @@ type ContainerToResize struct {
 	Memory, CPU bool
 }
 
-// actualSettings looks up the settings a running container has: those
-// nodekit last gave it (at its creation or its last resize), else those
-// the runtime reports. ok is false when neither is known.
-type actualSettings func(st *runtime.ContainerStatus) (s cgroupSettings, ok bool)
+// containerHave is what a running container was given: the values
+// nodekit recorded when it started or last resized it, else (recorded
+// false) the cgroup settings the runtime reports.
+type containerHave struct {
+	values   containerValues
+	recorded bool
+	settings cgroupSettings
+}
 
-// reportedSettings are the settings the runtime reports for a container.
-func reportedSettings(st *runtime.ContainerStatus) (cgroupSettings, bool) {
+// actualSettings looks up what a running container was given; ok is
+// false when neither nodekit nor the runtime knows.
+type actualSettings func(st *runtime.ContainerStatus) (h containerHave, ok bool)
+
+// reportedSettings is the containerHave the runtime reports.
+func reportedSettings(st *runtime.ContainerStatus) (containerHave, bool) {
 	r := st.Resources
 	if r == nil {
-		return cgroupSettings{}, false
+		return containerHave{}, false
 	}
 	s := cgroupSettings{shares: podutil.MinShares}
 	if r.CPURequest != nil {
@@ -53,24 +61,15 @@ func reportedSettings(st *runtime.ContainerStatus) (cgroupSettings, bool) {
 	if r.MemoryLimit != nil {
 		s.memory = r.MemoryLimit.Value()
 	}
-	return s, true
+	return containerHave{settings: s}, true
 }
 
-// settingsOf are the settings in CRI Linux resources.
-func settingsOf(l *runtimeapi.LinuxContainerResources) cgroupSettings {
-	s := cgroupSettings{shares: l.GetCpuShares(), quota: l.GetCpuQuota(), memory: l.GetMemoryLimitInBytes()}
-	if s.quota < 0 {
-		s.quota = 0
-	}
-	if s.memory < 0 {
-		s.memory = 0
-	}
-	return s
-}
-
-// resizeNeeded compares a running container's settings with those of its
-// spec: which resources differ, and whether the resize policy of one of
-// them restarts the container.
+// resizeNeeded compares what a running container was given with what its
+// spec asks for, as the kubelet does: its CPU request and limit and its
+// memory request and limit (where nodekit recorded them; else the cgroup
+// settings the runtime reports, in which a memory request does not
+// show). It tells which resources differ, and whether the resize policy
+// of one of them restarts the container.
 func resizeNeeded(pod *v1.Pod, c *v1.Container, st *runtime.ContainerStatus, actual actualSettings) (memory, cpu, restart bool) {
 	if actual == nil {
 		return false, false, false
@@ -79,9 +78,16 @@ func resizeNeeded(pod *v1.Pod, c *v1.Container, st *runtime.ContainerStatus, act
 	if !ok {
 		return false, false, false
 	}
-	want := containerSettings(pod, c)
-	memory = want.memory != have.memory
-	cpu = want.shares != have.shares || want.quota != have.quota
+	want := valuesOf(pod, c)
+	if have.recorded {
+		h := have.values
+		memory = want.memLim != h.memLim || want.memReq != h.memReq
+		cpu = want.cpuLim != h.cpuLim || want.cpuReq != h.cpuReq || want.settings().shares != h.settings().shares
+	} else {
+		ws := want.settings()
+		memory = ws.memory != have.settings.memory
+		cpu = ws.shares != have.settings.shares || ws.quota != have.settings.quota
+	}
 	restart = (memory && restartsOnResize(c, v1.ResourceMemory)) || (cpu && restartsOnResize(c, v1.ResourceCPU))
 	return memory, cpu, restart
 }
@@ -101,24 +107,25 @@ func restartsOnResize(c *v1.Container, name v1.ResourceName) bool {
 // it, the kubelet's.
 func resizeMessage(name string) string { return "Container " + name + " resize requires restart" }
 
-// actuated remembers the settings nodekit gave each running container of
-// each pod, at its creation or its last in-place resize, and the pod
-// cgroup's. Runtimes report a container's settings, but rounded (and not
-// all of them do).
+// actuated remembers what nodekit gave each running container of each
+// pod, at its creation or its last in-place resize, and the pod
+// cgroup's settings, as the kubelet's actuated state. Runtimes report a
+// container's settings, but rounded, without the memory request (and not
+// all of them report any).
 type actuated struct {
-	containers map[string]cgroupSettings // by container ID
+	containers map[string]containerValues // by container ID
 	pod        *cgroupSettings
 }
 
-func (r *Runtime) recordContainer(uid types.UID, id string, s cgroupSettings) {
+func (r *Runtime) recordContainer(uid types.UID, id string, v containerValues) {
 	r.actMu.Lock()
 	defer r.actMu.Unlock()
 	a := r.act[uid]
 	if a == nil {
-		a = &actuated{containers: map[string]cgroupSettings{}}
+		a = &actuated{containers: map[string]containerValues{}}
 		r.act[uid] = a
 	}
-	a.containers[id] = s
+	a.containers[id] = v
 }
 
 func (r *Runtime) recordPod(uid types.UID, s cgroupSettings) {
@@ -126,7 +133,7 @@ func (r *Runtime) recordPod(uid types.UID, s cgroupSettings) {
 	defer r.actMu.Unlock()
 	a := r.act[uid]
 	if a == nil {
-		a = &actuated{containers: map[string]cgroupSettings{}}
+		a = &actuated{containers: map[string]containerValues{}}
 		r.act[uid] = a
 	}
 	a.pod = &s
@@ -152,17 +159,17 @@ func (r *Runtime) forgetActuated(uid types.UID, keep map[string]bool) {
 
 // actualFor is the actualSettings of a pod's containers.
 func (r *Runtime) actualFor(uid types.UID) actualSettings {
-	return func(st *runtime.ContainerStatus) (cgroupSettings, bool) {
+	return func(st *runtime.ContainerStatus) (containerHave, bool) {
 		r.actMu.Lock()
 		a := r.act[uid]
-		var s cgroupSettings
+		var v containerValues
 		ok := false
 		if a != nil {
-			s, ok = a.containers[st.ID.ID]
+			v, ok = a.containers[st.ID.ID]
 		}
 		r.actMu.Unlock()
 		if ok {
-			return s, true
+			return containerHave{values: v, recorded: true, settings: v.settings()}, true
 		}
 		return reportedSettings(st)
 	}
@@ -208,7 +215,7 @@ func (r *Runtime) resize(ctx context.Context, pod *v1.Pod, list []ContainerToRes
 		spec     *v1.Container
 		id       string
 		want     *runtimeapi.LinuxContainerResources
-		have     cgroupSettings
+		values   containerValues
 		decrease bool
 	}
 	var updates []update
@@ -217,13 +224,14 @@ func (r *Runtime) resize(ctx context.Context, pod *v1.Pod, list []ContainerToRes
 		if c.Init {
 			spec = &pod.Spec.InitContainers[c.Index]
 		}
-		have, _ := actual(&runtime.ContainerStatus{ID: c.ID})
-		want := r.linuxResources(pod, spec, qos)
-		ws := settingsOf(want)
-		u := update{c: c, spec: spec, id: c.ID.ID, want: want, have: have}
+		h, _ := actual(&runtime.ContainerStatus{ID: c.ID})
+		have := h.settings
+		values := valuesOf(pod, spec)
+		ws := values.settings()
+		u := update{c: c, spec: spec, id: c.ID.ID, want: r.linuxResources(pod, spec, qos), values: values}
 		u.decrease = lower(ws.memory, have.memory) || lower(ws.quota, have.quota) || ws.shares < have.shares
 		if c.Memory && lower(ws.memory, have.memory) {
-			usage, err := r.containerMemoryUsage(ctx, path, c.ID.ID)
+			usage, err := r.containerMemoryUsage(ctx, c.ID.ID)
 			if err != nil {
 				return fail(fmt.Errorf("missing container %q memory usage: %w", c.Name, err))
 			}
@@ -275,7 +283,7 @@ func (r *Runtime) resize(ctx context.Context, pod *v1.Pod, list []ContainerToRes
 		if err != nil {
 			return fail(criclient.Wrap("UpdateContainerResources", u.c.Name, err))
 		}
-		r.recordContainer(pod.UID, u.id, settingsOf(u.want))
+		r.recordContainer(pod.UID, u.id, u.values)
 		r.log.V(2).Info("resized container", "pod", podRef(pod), "container", u.c.Name, "containerID", u.id,
 			"cpuShares", u.want.GetCpuShares(), "cpuQuota", u.want.GetCpuQuota(), "memoryLimit", u.want.GetMemoryLimitInBytes())
 	}
@@ -290,13 +298,9 @@ func (r *Runtime) resize(ctx context.Context, pod *v1.Pod, list []ContainerToRes
 // lower reports whether limit a is below limit b, where 0 is no limit.
 func lower(a, b int64) bool { return a > 0 && (b == 0 || a < b) }
 
-// containerMemoryUsage is the memory the pod uses, from its cgroup, as
-// the kubelet checks a container's new limit against; without pod
-// cgroups, the container's own usage as the runtime reports it.
-func (r *Runtime) containerMemoryUsage(ctx context.Context, podPath, id string) (int64, error) {
-	if podPath != "" {
-		return r.cgroups.MemoryUsage(podPath)
-	}
+// containerMemoryUsage is the memory the container uses, as the runtime
+// reports it, which the kubelet checks a container's new limit against.
+func (r *Runtime) containerMemoryUsage(ctx context.Context, id string) (int64, error) {
 	st, err := r.rs.ContainerStats(ctx, id)
 	if err != nil {
 		return 0, criclient.Wrap("ContainerStats", id, err)
@@ -343,4 +347,48 @@ func (r *Runtime) podCgroupChanged(pod *v1.Pod) bool {
 		return r.cgroups.Exists(path)
 	}
 	return *have != podCgroupSettings(pod)
+}
+
+// addActuated completes what the runtime reports of a running container's
+// resources with what nodekit recorded giving it, as the kubelet does
+// from its actuated state: the memory request, which no cgroup setting
+// shows, and everything when the runtime reports nothing.
+func (r *Runtime) addActuated(uid types.UID, st *runtime.ContainerStatus) {
+	r.actMu.Lock()
+	a := r.act[uid]
+	var v containerValues
+	ok := false
+	if a != nil {
+		v, ok = a.containers[st.ID.ID]
+	}
+	r.actMu.Unlock()
+	if !ok {
+		return
+	}
+	rec := v.resources()
+	if st.Resources == nil {
+		st.Resources = rec
+		return
+	}
+	st.Resources.MemoryRequest = rec.MemoryRequest
+}
+
+// ResizeInProgress implements runtime.ResizeChecker, as the kubelet's
+// IsPodResizeInProgress: some running container (regular, sidecar or
+// init) of the observation was given other requests or limits than the
+// spec has, or the pod cgroup other settings.
+func (r *Runtime) ResizeInProgress(pod *v1.Pod, status *runtime.PodStatus) bool {
+	actual := r.actualFor(pod.UID)
+	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			st := status.FindContainerStatus(list[i].Name)
+			if st == nil || st.State != runtime.ContainerStateRunning {
+				continue
+			}
+			if memory, cpu, _ := resizeNeeded(pod, &list[i], st, actual); memory || cpu {
+				return true
+			}
+		}
+	}
+	return r.podCgroupChanged(pod)
 }

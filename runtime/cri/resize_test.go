@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
@@ -186,6 +187,7 @@ func TestPodCgroup(t *testing.T) {
 	pod := testPod(v1.RestartPolicyAlways, nil, "a", "b")
 	pod.Spec.Containers[0].Resources = resources("100m", "200m", "64Mi", "128Mi")
 	pod.Spec.Containers[1].Resources = resources("50m", "100m", "32Mi", "64Mi")
+	withEnv(&pod.Spec.Containers[0], "FAKECRI_MEMORY_BYTES", "20971520")
 	h.sync(pod)
 	path := "/kubepods/burstable/pod" + string(pod.UID)
 	if got, want := readCgroup(t, mount, path), "153/30000/201326592"; got != want {
@@ -211,7 +213,7 @@ func TestPodCgroup(t *testing.T) {
 	if len(res.Steps) != 1 || res.Steps[0].Action != runtime.ActionResize || res.Steps[0].Err == nil {
 		t.Fatalf("steps %+v, want one failed resize", res.Steps)
 	}
-	want := `cannot decrease memory limits: [attempting to set pod memory limit (77594624) below current usage (100000000), attempting to set container "a" memory limit (10485760) below current usage (100000000)]`
+	want := `cannot decrease memory limits: [attempting to set pod memory limit (77594624) below current usage (100000000), attempting to set container "a" memory limit (10485760) below current usage (20971520)]`
 	if s := res.Steps[0]; s.Reason != cri.ReasonResizeError || s.Message != want {
 		t.Errorf("resize failed with %q %q, want %q %q", s.Reason, s.Message, cri.ReasonResizeError, want)
 	}
@@ -227,5 +229,90 @@ func TestPodCgroup(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(mount, "cpu", path)); !os.IsNotExist(err) {
 		t.Errorf("pod cgroup after the kill: %v, want it gone", err)
+	}
+}
+
+// TestResizeMemoryRequestAlone: a change of the memory request alone,
+// which no cgroup setting shows, is a resize as the kubelet sees it: in
+// place (the status then reports the new request), or a restart under
+// a RestartContainer memory policy.
+func TestResizeMemoryRequestAlone(t *testing.T) {
+	h := newHarness(t, fakecri.Config{})
+	pod := testPod(v1.RestartPolicyAlways, nil, "app", "strict")
+	pod.Spec.Containers[0].Resources = resources("100m", "200m", "64Mi", "128Mi")
+	pod.Spec.Containers[1].Resources = resources("100m", "200m", "64Mi", "128Mi")
+	pod.Spec.Containers[1].ResizePolicy = []v1.ContainerResizePolicy{{ResourceName: v1.ResourceMemory, RestartPolicy: v1.RestartContainer}}
+	h.sync(pod)
+	if h.rt.ResizeInProgress(pod, h.status(pod)) {
+		t.Error("a pod as created is in progress of a resize")
+	}
+	pod.Spec.Containers[0].Resources = resources("100m", "200m", "96Mi", "128Mi")
+	pod.Spec.Containers[1].Resources = resources("100m", "200m", "96Mi", "128Mi")
+	before := h.status(pod)
+	if !h.rt.ResizeInProgress(pod, before) {
+		t.Error("a pod whose memory requests changed is not in progress of a resize")
+	}
+	if diff := cmp.Diff([]string{"KillContainer strict", "ResizePodInPlace ns/p", "StartContainer strict"}, steps(h.sync(pod))); diff != "" {
+		t.Fatalf("steps (-want +got):\n%s", diff)
+	}
+	st := h.status(pod)
+	if c := st.FindContainerStatus("app"); c.RestartCount != 0 || c.Resources == nil || c.Resources.MemoryRequest == nil || c.Resources.MemoryRequest.String() != "96Mi" {
+		t.Errorf("app: restarts %d resources %+v, want resized in place to a 96Mi request", c.RestartCount, c.Resources)
+	}
+	if c := st.FindContainerStatus("strict"); c.RestartCount != 1 {
+		t.Errorf("strict: restarts %d, want 1", c.RestartCount)
+	}
+	if !h.rt.ResizeInProgress(pod, before) {
+		t.Error("the observation from before the sync no longer shows the resize in progress")
+	}
+	if h.rt.ResizeInProgress(pod, st) {
+		t.Error("the observation after the sync still shows the resize in progress")
+	}
+}
+
+// TestPodCgroupGarbageCollected: the collection removes the cgroup of a
+// pod that is gone and has no sandbox left (left by an agent that
+// stopped before it killed the pod), and no other: not of a pod still
+// wanted, not of one whose sandbox is still there, and nothing for a
+// name that is not a pod UID.
+func TestPodCgroupGarbageCollected(t *testing.T) {
+	mount := fakeCgroupV1(t)
+	h := newHarness(t, fakecri.Config{}, func(c *cri.Config) { c.CgroupRoot, c.CgroupMount = "/kubepods", mount })
+	gone := testPod(v1.RestartPolicyAlways, nil, "app")
+	gone.UID, gone.Name = "gone", "gone"
+	kept := testPod(v1.RestartPolicyAlways, nil, "app")
+	kept.UID, kept.Name = "kept", "kept"
+	h.sync(gone)
+	h.sync(kept)
+	// gone's sandbox disappears without a KillPod.
+	sbs, err := h.fake.ListPodSandbox(h.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sb := range sbs {
+		if sb.GetMetadata().GetUid() == "gone" {
+			_ = h.fake.StopPodSandbox(h.ctx, sb.GetId())
+			if err := h.fake.RemovePodSandbox(h.ctx, sb.GetId()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	exists := func(uid string) bool {
+		_, err := os.Stat(filepath.Join(mount, "cpu/kubepods/besteffort/pod"+uid))
+		return err == nil
+	}
+	// Wanted pods are kept whatever runs.
+	if err := h.rt.GarbageCollect(h.ctx, runtime.GCPolicy{MaxPerPodContainer: -1, MaxContainers: -1}, func(types.UID) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	if !exists("gone") || !exists("kept") {
+		t.Fatal("the collection removed the cgroup of a pod still wanted")
+	}
+	// kept is gone too, but its sandbox is still there.
+	if err := h.rt.GarbageCollect(h.ctx, runtime.GCPolicy{MaxPerPodContainer: -1, MaxContainers: -1}, func(types.UID) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	if exists("gone") || !exists("kept") {
+		t.Errorf("after the collection: gone's cgroup %v (want removed), kept's %v (want kept: its sandbox is there)", exists("gone"), exists("kept"))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/internal/podutil"
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // The kubelet's OOM constants.
@@ -42,36 +43,81 @@ type cgroupSettings struct {
 	shares, quota, memory int64
 }
 
-// containerSettings are the kubelet's for a container: CPU shares from
-// the request (the limit when there is no request), CFS quota from the
-// CPU limit, and the memory limit. A limit the container does not set
-// is the pod-level one, where spec.resources sets it.
-func containerSettings(pod *v1.Pod, c *v1.Container) cgroupSettings {
-	limit := func(name v1.ResourceName) (resource.Quantity, bool) {
+// containerValues are the four figures the kubelet compares to resize a
+// container: its CPU request and limit in milli-CPUs and its memory
+// request and limit in bytes (0: not set), a limit the container does
+// not set being the pod-level one, where spec.resources sets it.
+type containerValues struct {
+	cpuReq, cpuLim, memReq, memLim int64
+	// cpuReqSet: the spec names a CPU request (possibly 0); without one
+	// the CPU shares come from the limit.
+	cpuReqSet bool
+}
+
+// valuesOf are a container's containerValues.
+func valuesOf(pod *v1.Pod, c *v1.Container) containerValues {
+	limit := func(name v1.ResourceName) int64 {
 		q, ok := c.Resources.Limits[name]
 		if (!ok || q.IsZero()) && pod.Spec.Resources != nil {
-			if pq, pok := pod.Spec.Resources.Limits[name]; pok {
-				return pq, true
-			}
+			q, ok = pod.Spec.Resources.Limits[name]
 		}
-		return q, ok
+		if !ok {
+			return 0
+		}
+		if name == v1.ResourceCPU {
+			return q.MilliValue()
+		}
+		return q.Value()
 	}
-	cs := cgroupSettings{shares: podutil.MinShares}
-	cpuLim, hasLim := limit(v1.ResourceCPU)
-	cpuReq, hasReq := c.Resources.Requests[v1.ResourceCPU]
-	if !hasReq && hasLim {
-		cpuReq, hasReq = cpuLim, true
+	v := containerValues{cpuLim: limit(v1.ResourceCPU), memLim: limit(v1.ResourceMemory)}
+	if q, ok := c.Resources.Requests[v1.ResourceCPU]; ok {
+		v.cpuReq, v.cpuReqSet = q.MilliValue(), true
 	}
-	if hasReq {
-		cs.shares = podutil.MilliCPUToShares(cpuReq.MilliValue())
+	if q, ok := c.Resources.Requests[v1.ResourceMemory]; ok {
+		v.memReq = q.Value()
 	}
-	if hasLim && !cpuLim.IsZero() {
-		cs.quota = podutil.MilliCPUToQuota(cpuLim.MilliValue(), podutil.QuotaPeriod)
+	return v
+}
+
+// settings are the kubelet's cgroup settings for the values: CPU shares
+// from the request (the limit when the spec names no request), CFS
+// quota from the CPU limit, and the memory limit.
+func (v containerValues) settings() cgroupSettings {
+	s := cgroupSettings{shares: podutil.MinShares, memory: v.memLim}
+	switch {
+	case v.cpuReqSet:
+		s.shares = podutil.MilliCPUToShares(v.cpuReq)
+	case v.cpuLim > 0:
+		s.shares = podutil.MilliCPUToShares(v.cpuLim)
 	}
-	if mem, ok := limit(v1.ResourceMemory); ok {
-		cs.memory = mem.Value()
+	if v.cpuLim > 0 {
+		s.quota = podutil.MilliCPUToQuota(v.cpuLim, podutil.QuotaPeriod)
 	}
-	return cs
+	return s
+}
+
+// containerSettings are a container's cgroup settings.
+func containerSettings(pod *v1.Pod, c *v1.Container) cgroupSettings {
+	return valuesOf(pod, c).settings()
+}
+
+// resources are the values in the API's units, as a runtime reports
+// them, with the memory request.
+func (v containerValues) resources() *runtime.ContainerResources {
+	out := &runtime.ContainerResources{}
+	if v.cpuReq > 0 {
+		out.CPURequest = resource.NewMilliQuantity(v.cpuReq, resource.DecimalSI)
+	}
+	if v.cpuLim > 0 {
+		out.CPULimit = resource.NewMilliQuantity(v.cpuLim, resource.DecimalSI)
+	}
+	if v.memReq > 0 {
+		out.MemoryRequest = resource.NewQuantity(v.memReq, resource.BinarySI)
+	}
+	if v.memLim > 0 {
+		out.MemoryLimit = resource.NewQuantity(v.memLim, resource.BinarySI)
+	}
+	return out
 }
 
 // oomScoreAdj is the kubelet's: -997 for guaranteed, 1000 for best

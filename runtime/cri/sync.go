@@ -274,9 +274,7 @@ func (r *Runtime) startContainer(ctx context.Context, pod *v1.Pod, s containerSp
 		return fail(ReasonRunContainerError, err)
 	}
 	r.cfg.Events(pod, v1.EventTypeNormal, "Started", "Started "+s.kind+" "+c.Name)
-	if l := cfg.GetLinux().GetResources(); l != nil {
-		r.recordContainer(pod.UID, id, settingsOf(l))
-	}
+	r.recordContainer(pod.UID, id, valuesOf(pod, c))
 	r.log.V(2).Info("started container", "pod", podRef(pod), "container", c.Name, "containerID", id, "restartCount", restartCount)
 
 	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
