@@ -89,8 +89,13 @@
 //     pod is then observed again at once, and PodResizeInProgress ends
 //     with a ResizeCompleted event, or gets reason Error with the
 //     runtime's message and a ResizeError event, tried again at each
-//     sync. The allocation is kept in memory: an agent that restarts
-//     admits its pods again with their specs as they are.
+//     sync. A resize that would change the pod's QoS class is
+//     Infeasible (the API refuses it; another source may send it).
+//     Unlike the kubelet, which checkpoints its allocations, the agent
+//     keeps them in memory: one that restarts admits its pods again with
+//     their specs as they are, so a resize that was deferred is admitted
+//     (or refused) with the pod, and carried out without the resize
+//     events.
 //
 // Handler is the node server of package server over the agent: /healthz
 // (runtime ready and PLEG current), /pods (a v1.PodList with statuses, as
