@@ -10,9 +10,12 @@
 #                                entrypoint) and the link /agnhost-2 to it,
 #                                bash (also at /bin/bash, where the specs
 #                                run it) and curl with their libraries,
-#                                /uploads, the image's user 1000, and
+#                                /uploads, the image's user 1000,
 #                                agnhost's /localhost.crt and
-#                                /localhost.key (netexec --tls-cert-file)
+#                                /localhost.key (netexec --tls-cert-file),
+#                                and /var/registry: the pause image above
+#                                as pause:testing, in the tree that
+#                                fake-registry-server serves
 #   e2e-test-images/nginx        busybox httpd on :80 serving /usr/share/nginx/html
 #   e2e-test-images/nonroot      busybox with USER 1234
 #   e2e-test-images/nonewprivs   busybox + the setuid nnp program
@@ -40,11 +43,11 @@ porter=$(cd "$here" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/a
 [ -f "$porter/localhost.crt" ] && [ -f "$porter/localhost.key" ] || { echo "conformance: $porter has no localhost.crt and localhost.key" >&2; exit 1; }
 e2e=registry.k8s.io/e2e-test-images
 
-# The inputs every archive depends on; when their content changes (another
-# checkout's images.sh, a new agnhost), the images are built again. Times
-# would not tell: a checkout's older images.sh is not newer than archives
-# another one built.
-inputs=("$here/images.sh" "$repo/hack/mkimage/main.go" "$repo/hack/e2e/pause.c" "$cache/bin/agnhost" "$cache/bin/nnp" "$busybox" "$porter/localhost.crt" "$porter/localhost.key")
+# The inputs every archive depends on (every file of hack/mkimage, its
+# tests too); when their content changes (another checkout's images.sh, a
+# new agnhost), the images are built again. Times would not tell: a
+# checkout's older images.sh is not newer than archives another one built.
+inputs=("$here/images.sh" "$repo"/hack/mkimage/*.go "$repo/hack/e2e/pause.c" "$cache/bin/agnhost" "$cache/bin/nnp" "$busybox" "$porter/localhost.crt" "$porter/localhost.key")
 digest=$(cat "${inputs[@]}" | sha256sum | cut -d' ' -f1)
 names=(
 	"registry.k8s.io/pause:3.10.2 pause.tar"
@@ -99,6 +102,18 @@ mk -name "$e2e/busybox:1.37.0-2" "${bb[@]}" -cmd sh -out "$out/busybox.tar"
 printf 'hosts: files dns\n' >"$out/nsswitch.conf"
 nss=(-file "$out/nsswitch.conf=/etc/nsswitch.conf" -mode /etc/nsswitch.conf=644)
 
+# The Serial image pull specs run agnhost's fake-registry-server (on the
+# node's network at localhost:5000, as user 5123) and pull pause:testing
+# from it, which the real agnhost image keeps under /var/registry (the
+# pause image of registry.k8s.io). The stand-in's tree holds the pause
+# image above; every file is readable by any user.
+rm -rf "$out/registry"
+mk -name localhost:5000/pause:testing -file "$out/pause=/pause" -entrypoint /pause -registry "$out/registry"
+registry=()
+while IFS= read -r f; do
+	registry+=(-file "$out/registry/$f=/var/registry/$f" -mode "/var/registry/$f=644")
+done < <(cd "$out/registry" && find . -type f -printf '%P\n' | LC_ALL=C sort)
+
 # shellcheck disable=SC2207 # word splitting of "-file SRC=DEST" pairs is wanted
 agnhost_extra=($(withlibs "$(command -v bash)" "$(command -v curl)") "${nss[@]}")
 for tag in 2.66.1 2.55; do
@@ -106,7 +121,7 @@ for tag in 2.66.1 2.55; do
 		-file "$(command -v bash)=/bin/bash" \
 		-file "$porter/localhost.crt=/localhost.crt" -file "$porter/localhost.key=/localhost.key" \
 		-mode /localhost.crt=644 -mode /localhost.key=644 \
-		-dir /uploads -mode /uploads=777 \
+		-dir /uploads -mode /uploads=777 "${registry[@]}" \
 		-passwd "user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh" \
 		-group "user-defined-in-image:x:1000:" -group "group-defined-in-image:x:50000:user-defined-in-image" \
 		-entrypoint /agnhost -cmd pause -out "$out/agnhost-$tag.tar"

@@ -14,8 +14,14 @@
 //
 // The archive is an OCI image layout in a tar file, importable with
 // "ctr -n k8s.io images import"; with -layout DIR it writes the layout as
-// a directory instead. Owners and times are fixed, so the same inputs
-// give the same image digest.
+// a directory instead; with -registry DIR it writes the storage tree of
+// agnhost's fake-registry-server (its /var/registry), to be served from
+// an image built with -file:
+//
+//	mkimage -name localhost:5000/pause:testing -file pause=/pause -entrypoint /pause -registry reg
+//
+// Owners and times are fixed, so the same inputs give the same image
+// digest.
 package main
 
 import (
@@ -58,6 +64,7 @@ func main() {
 		name       = flag.String("name", "", "image name, such as nodekit.test/busybox:1 (required)")
 		out        = flag.String("out", "", "write an OCI archive (tar) to this file")
 		layout     = flag.String("layout", "", "write an OCI layout directory here")
+		registry   = flag.String("registry", "", "write the storage tree of agnhost's fake-registry-server here")
 		busybox    = flag.String("busybox", "", "path of a static busybox to install with all its applets")
 		entrypoint = flag.String("entrypoint", "", "image entrypoint, space separated")
 		cmd        = flag.String("cmd", "", "image command, space separated")
@@ -78,11 +85,11 @@ func main() {
 	flag.Var(&group, "group", "a line to add to /etc/group (repeatable)")
 	flag.Var(&symlinks, "symlink", "/DEST=TARGET: add a symbolic link to TARGET (repeatable)")
 	flag.Parse()
-	if *name == "" || (*out == "" && *layout == "") {
-		fmt.Fprintln(os.Stderr, "mkimage: -name and one of -out or -layout are required")
+	if *name == "" || (*out == "" && *layout == "" && *registry == "") {
+		fmt.Fprintln(os.Stderr, "mkimage: -name and one of -out, -layout or -registry are required")
 		os.Exit(2)
 	}
-	o := options{name: *name, out: *out, layout: *layout, busybox: *busybox, binLinks: *binLinks,
+	o := options{name: *name, out: *out, layout: *layout, registry: *registry, busybox: *busybox, binLinks: *binLinks,
 		entrypoint: *entrypoint, cmd: *cmd, user: *user, workdir: *workdir,
 		files: files, dirs: dirs, modes: modes, passwd: passwd, group: group, symlinks: symlinks}
 	if err := run(o); err != nil {
@@ -93,7 +100,8 @@ func main() {
 
 // options are the command's flags.
 type options struct {
-	name, out, layout, busybox     string
+	name, out, layout, registry    string
+	busybox                        string
 	binLinks                       bool
 	entrypoint, cmd, user, workdir string
 	files, dirs, modes             []string
@@ -241,6 +249,11 @@ func run(o options) error {
 	}
 	for _, blob := range [][]byte{configJSON, manifestJSON, layer} {
 		files2["blobs/sha256/"+hexDigest(blob)] = blob
+	}
+	if o.registry != "" {
+		if err := writeRegistry(o.registry, name, configJSON, manifestJSON, layer); err != nil {
+			return err
+		}
 	}
 	if layout != "" {
 		for p, data := range files2 {
