@@ -60,6 +60,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "nodekit.test/pause:1"
+  # Without CAP_SYS_RESOURCE no process may lower its oom_score_adj, and
+  # every RunPodSandbox would fail setting the pause container's -998;
+  # restricted, each container's score is clamped to containerd's own.
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
   stream_server_address = "127.0.0.1"
