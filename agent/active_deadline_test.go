@@ -17,18 +17,28 @@ import (
 // channel source "api"; step waits for cond while moving the clock on by
 // a second per poll, so relists, resyncs and the sync loop's ticks run.
 func deadlineAgent(t *testing.T) (f *fidelity, clk *clocktesting.FakeClock, events *eventLog, step func(name, what string, cond func(v1.PodStatus) bool) v1.PodStatus) {
+	return apiAgent(t, nil)
+}
+
+// apiAgent is deadlineAgent with the agent's Config changed by edit,
+// when not nil.
+func apiAgent(t *testing.T, edit func(*agent.Config)) (f *fidelity, clk *clocktesting.FakeClock, events *eventLog, step func(name, what string, cond func(v1.PodStatus) bool) v1.PodStatus) {
 	t.Helper()
 	clk = clocktesting.NewFakeClock(time.Now())
 	fake := newFake(t)
 	dir := t.TempDir()
 	events = &eventLog{}
 	f = &fidelity{t: t, fake: fake, api: podsource.NewChannel("api", 16), history: &history{}}
-	a, err := agent.New(agent.Config{
+	cfg := agent.Config{
 		NodeName: "node", RuntimeService: fake, ImageService: fake, Sources: []podsource.Source{f.api}, StatusSink: f.history,
 		CRI:    cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: filepath.Join(dir, "pods"), ResolvConf: "-"},
 		Clock:  clk,
 		Events: events.add,
-	})
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	a, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

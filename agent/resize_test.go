@@ -1,53 +1,22 @@
 package agent_test
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/podsource"
-	"github.com/nodekit/nodekit/runtime/cri"
 )
 
-// resizeAgent runs an agent on fakecri with a node of 1 CPU and 1Gi, a
-// channel source "api", and a step that waits for a pod's status while
-// moving the fake clock on.
+// resizeAgent is apiAgent with a node of 1 CPU and 1Gi.
 func resizeAgent(t *testing.T) (f *fidelity, events *eventLog, step func(name, what string, cond func(v1.PodStatus) bool) v1.PodStatus) {
 	t.Helper()
-	clk := clocktesting.NewFakeClock(time.Now())
-	fake := newFake(t)
-	dir := t.TempDir()
-	events = &eventLog{}
-	f = &fidelity{t: t, fake: fake, api: podsource.NewChannel("api", 16), history: &history{}}
-	a, err := agent.New(agent.Config{
-		NodeName: "node", RuntimeService: fake, ImageService: fake, Sources: []podsource.Source{f.api}, StatusSink: f.history,
-		Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("1Gi"), v1.ResourcePods: resource.MustParse("10")},
-		CRI:         cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: filepath.Join(dir, "pods"), ResolvConf: "-"},
-		Clock:       clk,
-		Events:      events.add,
+	f, _, events, step = apiAgent(t, func(c *agent.Config) {
+		c.Allocatable = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("1Gi"), v1.ResourcePods: resource.MustParse("10")}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runUntilCleanup(t, a)
-	f.send(podsource.SET)
-	step = func(name, what string, cond func(v1.PodStatus) bool) v1.PodStatus {
-		t.Helper()
-		var got v1.PodStatus
-		eventuallyShowing(t, name+" "+what, func() bool {
-			clk.Step(time.Second)
-			s, ok := f.history.last(name)
-			got = s
-			return ok && cond(s)
-		}, func() string { return f.history.describe(name) })
-		return got
-	}
 	return f, events, step
 }
 

@@ -21,17 +21,22 @@ import (
 )
 
 // limitsAgent runs an agent on the e2e containerd with the pods of src
-// and returns it; eviction, when set, turns on its eviction manager. The
-// agent is stopped and the node's pods removed when the test ends.
-func limitsAgent(t *testing.T, node string, src podsource.Source, ev *agent.EvictionConfig) *agent.Agent {
+// and returns it; eviction, when set, turns on its eviction manager, and
+// edits change its CRI config. The agent is stopped and the node's pods
+// removed when the test ends.
+func limitsAgent(t *testing.T, node string, src podsource.Source, ev *agent.EvictionConfig, edits ...func(*cri.Config)) *agent.Agent {
 	t.Helper()
 	client, _ := dialContainerd(t)
 	dir := t.TempDir()
 	podsDir := filepath.Join(dir, "pods")
+	criCfg := cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: podsDir, ResolvConf: "-"}
+	for _, e := range edits {
+		e(&criCfg)
+	}
 	a, err := agent.New(agent.Config{
 		NodeName: node, NodeIPs: []string{"127.0.0.1"}, RuntimeService: client, ImageService: client,
 		Sources: []podsource.Source{src}, HousekeepingPeriod: 500 * time.Millisecond, Eviction: ev,
-		CRI: cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: podsDir, ResolvConf: "-"},
+		CRI: criCfg,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/internal/cgroupfs"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/runtime/cri"
@@ -59,31 +57,14 @@ func TestResizeOnContainerd(t *testing.T) {
 	node := "e2e-resize"
 	root := fmt.Sprintf("/nodekit-e2e-resize-%d", time.Now().UnixNano())
 	api := podsource.NewChannel(podsource.SourceAPI, 4)
-	client, _ := dialContainerd(t)
-	dir := t.TempDir()
-	podsDir := filepath.Join(dir, "pods")
-	a, err := agent.New(agent.Config{
-		NodeName: node, NodeIPs: []string{"127.0.0.1"}, RuntimeService: client, ImageService: client,
-		Sources: []podsource.Source{api}, HousekeepingPeriod: 500 * time.Millisecond,
-		CRI: cri.Config{PodLogsDir: filepath.Join(dir, "logs"), PodsDir: podsDir, ResolvConf: "-", CgroupRoot: root + "/kubepods"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
+	// Registered first, so it runs last: after the agent stopped and the
+	// pods are gone.
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
-		}
-		removePodsOf(t, client, node)
-		unmountUnder(podsDir)
 		if err := cg.Remove(root); err != nil {
 			t.Errorf("remove the test's cgroups: %v", err)
 		}
 	})
+	a := limitsAgent(t, node, api, nil, func(c *cri.Config) { c.CgroupRoot = root + "/kubepods" })
 	send := func(u podsource.Update) {
 		t.Helper()
 		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)

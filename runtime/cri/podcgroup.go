@@ -149,14 +149,7 @@ func (r *Runtime) ensurePodCgroup(pod *v1.Pod) error {
 // podCgroupHave are the pod cgroup's settings: those nodekit last wrote,
 // else those read from it.
 func (r *Runtime) podCgroupHave(uid types.UID, path string) (cgroupSettings, error) {
-	r.actMu.Lock()
-	a := r.act[uid]
-	var have *cgroupSettings
-	if a != nil {
-		have = a.pod
-	}
-	r.actMu.Unlock()
-	if have != nil {
+	if have := r.recordedPod(uid); have != nil {
 		return *have, nil
 	}
 	c, err := r.cgroups.Get(path)
@@ -226,14 +219,7 @@ func (r *Runtime) PodCgroupResources(uid types.UID) (*runtime.ContainerResources
 	if r.cgroups == nil {
 		return nil, false
 	}
-	r.actMu.Lock()
-	a := r.act[uid]
-	var s *cgroupSettings
-	if a != nil && a.pod != nil {
-		c := *a.pod
-		s = &c
-	}
-	r.actMu.Unlock()
+	s := r.recordedPod(uid)
 	if s == nil {
 		return nil, false
 	}

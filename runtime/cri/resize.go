@@ -157,18 +157,33 @@ func (r *Runtime) forgetActuated(uid types.UID, keep map[string]bool) {
 	}
 }
 
+// recordedContainer is what nodekit recorded giving a container.
+func (r *Runtime) recordedContainer(uid types.UID, id string) (containerValues, bool) {
+	r.actMu.Lock()
+	defer r.actMu.Unlock()
+	if a := r.act[uid]; a != nil {
+		v, ok := a.containers[id]
+		return v, ok
+	}
+	return containerValues{}, false
+}
+
+// recordedPod is a copy of the pod cgroup settings nodekit recorded, or
+// nil.
+func (r *Runtime) recordedPod(uid types.UID) *cgroupSettings {
+	r.actMu.Lock()
+	defer r.actMu.Unlock()
+	if a := r.act[uid]; a != nil && a.pod != nil {
+		s := *a.pod
+		return &s
+	}
+	return nil
+}
+
 // actualFor is the actualSettings of a pod's containers.
 func (r *Runtime) actualFor(uid types.UID) actualSettings {
 	return func(st *runtime.ContainerStatus) (containerHave, bool) {
-		r.actMu.Lock()
-		a := r.act[uid]
-		var v containerValues
-		ok := false
-		if a != nil {
-			v, ok = a.containers[st.ID.ID]
-		}
-		r.actMu.Unlock()
-		if ok {
+		if v, ok := r.recordedContainer(uid, st.ID.ID); ok {
 			return containerHave{values: v, recorded: true, settings: v.settings()}, true
 		}
 		return reportedSettings(st)
@@ -334,13 +349,7 @@ func (r *Runtime) podCgroupChanged(pod *v1.Pod) bool {
 	if path == "" || pod.DeletionTimestamp != nil {
 		return false
 	}
-	r.actMu.Lock()
-	a := r.act[pod.UID]
-	var have *cgroupSettings
-	if a != nil {
-		have = a.pod
-	}
-	r.actMu.Unlock()
+	have := r.recordedPod(pod.UID)
 	if have == nil {
 		// Not created or not read by this process yet: ensurePodCgroup
 		// or the resize step reads it.
@@ -354,14 +363,7 @@ func (r *Runtime) podCgroupChanged(pod *v1.Pod) bool {
 // from its actuated state: the memory request, which no cgroup setting
 // shows, and everything when the runtime reports nothing.
 func (r *Runtime) addActuated(uid types.UID, st *runtime.ContainerStatus) {
-	r.actMu.Lock()
-	a := r.act[uid]
-	var v containerValues
-	ok := false
-	if a != nil {
-		v, ok = a.containers[st.ID.ID]
-	}
-	r.actMu.Unlock()
+	v, ok := r.recordedContainer(uid, st.ID.ID)
 	if !ok {
 		return
 	}
