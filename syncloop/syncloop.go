@@ -116,6 +116,9 @@ func New(cfg Config) (*Loop, error) {
 	if cfg.NextDue != nil && (cfg.Due == nil || cfg.DueChanged == nil) {
 		return nil, errors.New("syncloop: Config.NextDue needs Config.Due and Config.DueChanged")
 	}
+	if cfg.NextDue == nil {
+		cfg.DueChanged = nil // ignored: every tick is collected
+	}
 	if cfg.SyncPeriod <= 0 {
 		cfg.SyncPeriod = time.Second
 	}
