@@ -1,11 +1,9 @@
 package agent
 
 import (
-	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/status"
@@ -18,24 +16,31 @@ const (
 	MessageDeadlineExceeded = "Pod was active on the node longer than the specified deadline"
 )
 
-// pastActiveDeadline reports whether the pod has been active on the node
-// for its activeDeadlineSeconds or longer, counted from the start time of
-// its latest status (else the one the pod carries), as the kubelet's
-// active-deadline handler counts it. A pod without a start time has not
-// started its deadline.
-func (a *Agent) pastActiveDeadline(pod *v1.Pod) bool {
+// activeDeadline returns when the pod will have been active on the node
+// for its activeDeadlineSeconds, counted from the start time of its
+// latest status (else the one the pod carries), as the kubelet's
+// active-deadline handler counts it; false for a pod without a deadline,
+// or without a start time, which has not started its deadline.
+func (a *Agent) activeDeadline(pod *v1.Pod) (time.Time, bool) {
 	d := pod.Spec.ActiveDeadlineSeconds
 	if d == nil {
-		return false
+		return time.Time{}, false
 	}
 	start := a.status.StartTime(pod.UID)
 	if start == nil {
 		start = pod.Status.StartTime
 	}
 	if start.IsZero() {
-		return false
+		return time.Time{}, false
 	}
-	return a.cfg.Clock.Since(start.Time) >= time.Duration(*d)*time.Second
+	return start.Add(time.Duration(*d) * time.Second), true
+}
+
+// pastActiveDeadline reports whether the pod has been active on the node
+// for its activeDeadlineSeconds or longer.
+func (a *Agent) pastActiveDeadline(pod *v1.Pod) bool {
+	end, ok := a.activeDeadline(pod)
+	return ok && !a.cfg.Clock.Now().Before(end)
 }
 
 // enforceActiveDeadline records a pod past its active deadline as Failed
@@ -60,24 +65,14 @@ func (a *Agent) enforceActiveDeadline(pod *v1.Pod) {
 	a.cfg.Events(pod, v1.EventTypeNormal, ReasonDeadlineExceeded, MessageDeadlineExceeded)
 }
 
-// due is the sync loop's list of pods to sync each second: those whose
-// worker's resync is due, and those that have just passed their active
-// deadline, as the kubelet's sync handlers ask. Only pods with a
-// deadline are looked at, so it costs nothing on a node without them.
-func (a *Agent) due(now time.Time) []types.UID {
-	out := a.workers.Due(now)
-	a.mu.Lock()
-	var candidates []*v1.Pod
-	for uid := range a.deadlines {
-		if _, failed := a.failed[uid]; !failed {
-			candidates = append(candidates, a.pods[uid])
-		}
-	}
-	a.mu.Unlock()
-	for _, p := range candidates {
-		if a.pastActiveDeadline(p) && !a.workers.IsPodTerminationRequested(p.UID) && !slices.Contains(out, p.UID) {
-			out = append(out, p.UID)
-		}
-	}
-	return out
+// syncAtActiveDeadline asks the pod's worker to be due when the pod's
+// active deadline ends, so that the sync loop syncs it then and the sync
+// fails it, as the kubelet's sync handlers find such a pod each second;
+// a pod without a deadline (or whose deadline an update removed)
+// withdraws its request. It runs on every sync of a running pod: the
+// start time is known from the pod's first status on, and an update that
+// changes the deadline syncs the pod.
+func (a *Agent) syncAtActiveDeadline(pod *v1.Pod) {
+	end, _ := a.activeDeadline(pod)
+	a.workers.SyncBy(pod.UID, end)
 }

@@ -107,8 +107,9 @@ func TestActiveDeadlineLoweredByAnUpdateFailsThePod(t *testing.T) {
 }
 
 // A pod whose deadline lies ahead fails once the clock passes it, with no
-// update to set it off: the sync loop's per-second check finds it, long
-// before the pod's next periodic resync (a minute after its last sync).
+// update to set it off: its worker is due at the deadline's end, and the
+// sync loop syncs it at its next tick, long before the pod's next
+// periodic resync (a minute after its last sync).
 func TestActiveDeadlinePassingFailsThePod(t *testing.T) {
 	f, clk, events, step := deadlineAgent(t)
 	pod := apiPod("deadline", v1.RestartPolicyAlways, []string{"main"})
@@ -126,6 +127,37 @@ func TestActiveDeadlinePassingFailsThePod(t *testing.T) {
 	})
 	if ran < 30*time.Second || ran > 45*time.Second {
 		t.Errorf("seen failed %s after its start, want between the 30s deadline and 45s", ran)
+	}
+	got := step("deadline", "failed with DeadlineExceeded and stopped", deadlineExceeded)
+	checkDeadlineExceeded(t, got, events)
+}
+
+// The pod fails at the sync loop's first tick at or after its deadline's
+// end, with the clock held there: the loop sleeps until then, is woken
+// at that tick for this pod, and needs no poll or resync after it.
+func TestActiveDeadlineFailsThePodAtItsEnd(t *testing.T) {
+	f, clk, events, step := deadlineAgent(t)
+	pod := apiPod("deadline", v1.RestartPolicyAlways, []string{"main"})
+	d := int64(30)
+	pod.Spec.ActiveDeadlineSeconds = &d
+	f.send(podsource.ADD, pod)
+	st := step("deadline", "running", phaseRunning)
+	// The clock moves by whole seconds from its start, and so do the
+	// start time and the loop's ticks: the end is a tick.
+	end := st.StartTime.Add(30 * time.Second)
+	step("deadline", "running a second before the end", func(s v1.PodStatus) bool {
+		return !clk.Now().Before(end.Add(-time.Second)) && phaseRunning(s)
+	})
+	if !clk.Now().Equal(end.Add(-time.Second)) {
+		t.Fatalf("the clock is %v past the start, want 29s", clk.Now().Sub(st.StartTime.Time))
+	}
+	clk.Step(time.Second)
+	eventuallyShowing(t, "deadline failed with the clock at its end", func() bool {
+		s, ok := f.history.last("deadline")
+		return ok && s.Phase == v1.PodFailed
+	}, func() string { return f.history.describe("deadline") })
+	if !clk.Now().Equal(end) {
+		t.Errorf("the clock moved to %v past the end", clk.Now().Sub(end))
 	}
 	got := step("deadline", "failed with DeadlineExceeded and stopped", deadlineExceeded)
 	checkDeadlineExceeded(t, got, events)

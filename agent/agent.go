@@ -57,16 +57,14 @@ type Agent struct {
 	stats   server.StatsProvider
 	gcMu    sync.Mutex // one container collection at a time
 
-	// mu guards pods, deadlines, reasons, told, failed, resizes, stopping
-	// and rtErr.
-	mu        sync.Mutex
-	pods      map[types.UID]*v1.Pod  // the desired pods, by UID
-	deadlines map[types.UID]struct{} // the desired pods with an activeDeadlineSeconds
-	reasons   map[types.UID]map[string]status.Reason
-	told      map[types.UID]bool         // PodTerminated succeeded with a deletionTimestamp
-	rtErr     error                      // the runtime's last Status verdict
-	failed    map[types.UID]failure      // pods the agent failed itself: rejected, evicted or shut down
-	resizes   map[types.UID]*resizeState // the admitted pods' allocations and resizes
+	// mu guards pods, reasons, told, failed, resizes, stopping and rtErr.
+	mu      sync.Mutex
+	pods    map[types.UID]*v1.Pod // the desired pods, by UID
+	reasons map[types.UID]map[string]status.Reason
+	told    map[types.UID]bool         // PodTerminated succeeded with a deletionTimestamp
+	rtErr   error                      // the runtime's last Status verdict
+	failed  map[types.UID]failure      // pods the agent failed itself: rejected, evicted or shut down
+	resizes map[types.UID]*resizeState // the admitted pods' allocations and resizes
 	// stopping holds the channels Shutdown waits on, closed once the
 	// pod's worker has stopped its containers.
 	stopping map[types.UID]chan struct{}
@@ -83,15 +81,14 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		ready:     make(chan struct{}),
-		pods:      map[types.UID]*v1.Pod{},
-		deadlines: map[types.UID]struct{}{},
-		reasons:   map[types.UID]map[string]status.Reason{},
-		told:      map[types.UID]bool{},
-		failed:    map[types.UID]failure{},
-		resizes:   map[types.UID]*resizeState{},
+		cfg:     cfg,
+		log:     cfg.Logger,
+		ready:   make(chan struct{}),
+		pods:    map[types.UID]*v1.Pod{},
+		reasons: map[types.UID]map[string]status.Reason{},
+		told:    map[types.UID]bool{},
+		failed:  map[types.UID]failure{},
+		resizes: map[types.UID]*resizeState{},
 
 		stopping: map[types.UID]chan struct{}{},
 	}
@@ -188,7 +185,8 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	if a.loop, err = syncloop.New(syncloop.Config{
-		Handler: a, Updates: a.merger.Updates(), Events: a.pleg.Watch(), ProbeUpdates: a.probes.Updates(), Due: a.due, Lookup: a.lookup,
+		Handler: a, Updates: a.merger.Updates(), Events: a.pleg.Watch(), ProbeUpdates: a.probes.Updates(), Lookup: a.lookup,
+		Due: a.workers.Due, NextDue: a.workers.NextDue, DueChanged: a.workers.DueChanged(),
 		HousekeepingPeriod: cfg.HousekeepingPeriod, Clock: cfg.Clock, Logger: cfg.Logger.WithName("syncloop"),
 	}); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)

@@ -11,8 +11,9 @@
 // defaults: runtime/cri over the given CRI services (or any
 // runtime.Runtime), the generic PLEG (1 s relist), pod workers (1 min
 // resync, 10 s back-off), a volume manager, a status manager pushing to
-// Config.StatusSink, housekeeping every 2 s, and a private Prometheus
-// registry. Run starts them in dependency order under one errgroup: the
+// Config.StatusSink, housekeeping every 2 s, a sync loop that wakes for
+// resyncs only when a pod is due (on a 1 s grid, as the kubelet's sync
+// ticker), and a private Prometheus registry. Run starts them in dependency order under one errgroup: the
 // first fatal error stops the rest, and Run returns once every goroutine
 // has.
 //
@@ -132,9 +133,11 @@
 // "Pod was active on the node longer than the specified deadline", gets
 // a DeadlineExceeded event, and is killed by its worker within its grace
 // period. The check runs on every sync of the pod, so an update that
-// lowers the deadline of a running pod fails it at once, and each second
-// the sync loop looks for pods that have just passed theirs (only the
-// pods that have a deadline are looked at).
+// lowers the deadline of a running pod fails it at once; and each sync of
+// a running pod asks its worker (podworkers.SyncBy) to be due when the
+// deadline ends, so the sync loop syncs it at the first tick of its 1 s
+// grid after that, as the kubelet's per-second check finds it, with no
+// polling of the pods in between.
 //
 // Admission: each pod a source adds is admitted first, as the kubelet's
 // HandlePodAdditions does, in order of creation and against the pods

@@ -25,11 +25,6 @@ func (a *Agent) remember(pods []*v1.Pod) {
 	defer a.mu.Unlock()
 	for _, p := range pods {
 		a.pods[p.UID] = p
-		if p.Spec.ActiveDeadlineSeconds != nil {
-			a.deadlines[p.UID] = struct{}{}
-		} else {
-			delete(a.deadlines, p.UID)
-		}
 	}
 }
 
@@ -51,7 +46,6 @@ func (a *Agent) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
 	a.mu.Lock()
 	for _, p := range pods {
 		delete(a.pods, p.UID)
-		delete(a.deadlines, p.UID)
 		delete(a.told, p.UID)
 		delete(a.resizes, p.UID)
 	}
@@ -193,6 +187,7 @@ func (a *Agent) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v1.Po
 	if s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed {
 		return true, nil
 	}
+	a.syncAtActiveDeadline(pod)
 	a.triggerReadiness(pod.UID, &s)
 	// As the kubelet: the containers are created once every volume they
 	// mount is set up; until then the pod stays Pending, its containers

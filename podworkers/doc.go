@@ -15,9 +15,10 @@
 //     pod's next Step (which handler method, with which spec, update
 //     type, grace period and status view time), RetryAt says when a
 //     failed terminating step may run again, Due lists the syncing pods
-//     to resync, and the effects returned by Update and Finish say when
-//     a worker must start, be woken or have its SyncPod cancelled. Its
-//     tests drive it directly, with no waiting.
+//     to resync and NextDue says when the next one is due, and the
+//     effects returned by Update and Finish say when a worker must
+//     start, be woken or have its SyncPod cancelled, and when the pod is
+//     due again. Its tests drive it directly, with no waiting.
 //   - PodWorkers is the driver: it owns a Machine behind a mutex, one
 //     goroutine per pod UID that takes the pod's steps one at a time, the
 //     clock, the retry timers, the cancellation of steps, and the
@@ -75,8 +76,17 @@
 //     as the kubelet does: a crash-looping container restarts on the
 //     back-off's schedule, not later.
 //   - A syncing pod is due again ResyncInterval (1 min) after a
-//     successful sync, or after the back-off after a failure; Due reports
-//     it, and the sync loop sends it a SyncPodSync with the latest spec.
+//     successful sync, or after the back-off after a failure, or earlier
+//     when the handler asked with SyncBy (the agent asks for the end of
+//     a pod's active deadline); Due reports it, and the sync loop sends
+//     it a SyncPodSync with the latest spec.
+//   - The sync loop sleeps until the earliest due time, which NextDue
+//     returns, instead of asking Due on a fixed tick. When a pod becomes
+//     due before that time (a sync that failed sets a retry 10 s away
+//     while every other pod is due in a minute, or a SyncBy), the
+//     channel DueChanged receives, and the loop asks NextDue again. No
+//     goroutine or timer is kept per pod for this: NextDue looks at
+//     every pod, once per wake-up of the loop.
 //   - A terminating or terminated pod is retried by its own worker when
 //     the back-off ends, with the spec it has: the caller may already
 //     have forgotten the pod (a removed static pod), and a replacement
@@ -115,7 +125,14 @@
 //	pw, err := podworkers.New(podworkers.Config{Handler: h, Cache: plegCache, Registerer: reg})
 //	go pw.Run(ctx)
 //	pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: pod})
-//	for _, uid := range pw.Due(clk.Now()) { /* send a SyncPodSync */ }
+//	// The sync loop: sleep until the next due time or an earlier one
+//	// appears, then resync the due pods.
+//	next, ok := pw.NextDue() // !ok: nothing is due; wait for DueChanged only
+//	select {
+//	case <-clk.After(next.Sub(clk.Now())):
+//		for _, uid := range pw.Due(clk.Now()) { /* send a SyncPodSync */ }
+//	case <-pw.DueChanged(): // ask NextDue again
+//	}
 //
 // The state machine, driven by hand:
 //

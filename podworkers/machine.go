@@ -94,6 +94,11 @@ type FinishEffect struct {
 	// Unblocked is a static pod of the same full name that may now start;
 	// the driver wakes its worker.
 	Unblocked types.UID
+	// Due is when Due reports the pod next (its resync or retry, or an
+	// earlier SyncBy request); zero when it is not due (it is
+	// terminating or finished). A driver that sleeps until the earliest
+	// due time wakes earlier if this one comes first.
+	Due time.Time
 }
 
 // Machine is the pod workers' state machine: the lifecycle of every pod
@@ -127,6 +132,7 @@ type podState struct {
 
 	lastSync time.Time // when the last step that ran its handler ended
 	due      time.Time // a syncing pod's resync or retry, reported by Due
+	syncBy   time.Time // a syncing pod's SyncBy request, reported by Due
 	retryAt  time.Time // a terminating or terminated pod's retry, run by Next
 	failures int       // consecutive failed steps
 
@@ -213,7 +219,7 @@ func (m *Machine) Update(opts UpdatePodOptions, now time.Time) UpdateEffect {
 
 func (s *podState) enterTerminating() {
 	s.state = Terminating
-	s.due = time.Time{}
+	s.due, s.syncBy = time.Time{}, time.Time{}
 	s.retryAt = time.Time{}
 	s.failures = 0
 }
@@ -308,7 +314,9 @@ func (m *Machine) Finish(uid types.UID, res StepResult, now time.Time) FinishEff
 			// against the termination.
 			s.failures = 0
 			s.pending = true
+			return FinishEffect{}
 		}
+		return FinishEffect{Due: s.dueAt()}
 	case Terminating:
 		if res.Err != nil {
 			s.retryAt = now.Add(m.backOff(s.failures))
@@ -337,7 +345,7 @@ func (m *Machine) finish(uid types.UID, s *podState) FinishEffect {
 	s.waiting = false
 	s.state = Terminated
 	s.pending = false
-	s.retryAt, s.due = time.Time{}, time.Time{}
+	s.retryAt, s.due, s.syncBy = time.Time{}, time.Time{}, time.Time{}
 	eff := FinishEffect{Finished: true}
 	if !s.static {
 		return eff
@@ -361,20 +369,69 @@ func (m *Machine) finish(uid types.UID, s *podState) FinishEffect {
 	return eff
 }
 
-// Due returns the syncing pods whose resync, or retry after a failed
-// step, is due at now, and forgets their due times: the caller sends each
-// a SyncPodSync update. Terminating and terminated pods are never
-// returned: Next retries their steps itself, since their spec may be gone
-// from the caller.
+// Due returns the syncing pods whose resync, retry after a failed step,
+// or SyncBy request is due at now, and forgets those due times: the
+// caller sends each a SyncPodSync update. Terminating and terminated pods
+// are never returned: Next retries their steps itself, since their spec
+// may be gone from the caller.
 func (m *Machine) Due(now time.Time) []types.UID {
 	var out []types.UID
 	for uid, s := range m.pods {
-		if !s.finished && s.state == Syncing && !s.due.IsZero() && !now.Before(s.due) {
+		if at := s.dueAt(); !at.IsZero() && !now.Before(at) {
 			out = append(out, uid)
 			s.due = time.Time{}
+			if !now.Before(s.syncBy) {
+				s.syncBy = time.Time{}
+			}
 		}
 	}
 	return out
+}
+
+// NextDue returns the earliest time at which Due reports a pod, and false
+// when no pod is due at any time. A time at or before now means Due
+// reports a pod now. It looks at every pod: a caller asks it once per
+// wake-up, not per pod.
+func (m *Machine) NextDue() (time.Time, bool) {
+	var next time.Time
+	for _, s := range m.pods {
+		if at := s.dueAt(); !at.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	return next, !next.IsZero()
+}
+
+// SyncBy asks that the syncing pod uid be reported by Due no later than
+// t, even when its resync comes later: a time the caller knows the pod
+// must be looked at (the kubelet's active deadline). It replaces the
+// pod's earlier request, and a zero t withdraws it; the request is
+// forgotten once Due reports the pod at or after t, and when the pod
+// terminates. It returns the pod's due time now (zero: the pod is not
+// syncing, and the request was dropped).
+func (m *Machine) SyncBy(uid types.UID, t time.Time) time.Time {
+	s := m.pods[uid]
+	if s == nil || s.finished || s.state != Syncing {
+		return time.Time{}
+	}
+	s.syncBy = t
+	return s.dueAt()
+}
+
+// dueAt is when Due reports the pod: the earlier of its resync or retry
+// and its SyncBy request; zero when neither is set or the pod is not
+// syncing.
+func (s *podState) dueAt() time.Time {
+	if s.finished || s.state != Syncing {
+		return time.Time{}
+	}
+	switch {
+	case s.due.IsZero():
+		return s.syncBy
+	case s.syncBy.IsZero() || s.due.Before(s.syncBy):
+		return s.due
+	}
+	return s.syncBy
 }
 
 // PodState returns the pod's lifecycle state and whether the machine

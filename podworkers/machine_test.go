@@ -371,3 +371,93 @@ func TestMachineSyncRetryFollowsTheBackOffError(t *testing.T) {
 		e.update(podworkers.SyncPodSync, p)
 	}
 }
+
+// NextDue is the earliest time Due reports a pod: the resyncs and retries
+// of syncing pods, never those of terminating ones.
+func TestMachineNextDueIsTheEarliestResync(t *testing.T) {
+	e := newMachine(t)
+	if at, ok := e.m.NextDue(); ok {
+		t.Fatalf("an empty machine is due at %v", at)
+	}
+	a, b, c := pod("a", "v1"), pod("b", "v1"), pod("c", "v1")
+	for _, p := range []*v1.Pod{a, b, c} {
+		e.update(podworkers.SyncPodCreate, p)
+		e.next(p.UID, podworkers.Syncing)
+	}
+	if at, ok := e.m.NextDue(); ok {
+		t.Fatalf("due at %v while every first sync runs", at)
+	}
+	if eff := e.finish(a.UID, podworkers.StepResult{}); !eff.Due.Equal(t0.Add(time.Minute)) {
+		t.Errorf("a's finish says due at %v, want the resync a minute later", eff.Due)
+	}
+	if eff := e.finish(b.UID, podworkers.StepResult{Err: errStep}); !eff.Due.Equal(t0.Add(10 * time.Second)) {
+		t.Errorf("b's finish says due at %v, want the retry 10s later", eff.Due)
+	}
+	e.finish(c.UID, podworkers.StepResult{})
+	if at, ok := e.m.NextDue(); !ok || !at.Equal(t0.Add(10*time.Second)) {
+		t.Errorf("NextDue %v %v, want b's retry 10s later", at, ok)
+	}
+	// b terminates: its retry is no longer a due time.
+	e.kill(b, 30)
+	if at, ok := e.m.NextDue(); !ok || !at.Equal(t0.Add(time.Minute)) {
+		t.Errorf("NextDue %v %v, want the resyncs a minute later", at, ok)
+	}
+	if got := len(e.m.Due(t0.Add(time.Minute))); got != 2 {
+		t.Errorf("Due a minute later reports %d pods, want a and c", got)
+	}
+	if at, ok := e.m.NextDue(); ok {
+		t.Errorf("due at %v once every due pod was reported", at)
+	}
+}
+
+// SyncBy makes a syncing pod due before its resync; the request is
+// served once and replaced by the next; a terminating pod ignores it.
+func TestMachineSyncByComesBeforeTheResync(t *testing.T) {
+	e := newMachine(t)
+	p := pod("a", "v1")
+	e.update(podworkers.SyncPodCreate, p)
+	e.next(p.UID, podworkers.Syncing)
+	// Asked during the step, as the agent asks for a pod's deadline.
+	if at := e.m.SyncBy(p.UID, t0.Add(30*time.Second)); !at.Equal(t0.Add(30 * time.Second)) {
+		t.Errorf("SyncBy says due at %v, want 30s", at)
+	}
+	if eff := e.finish(p.UID, podworkers.StepResult{}); !eff.Due.Equal(t0.Add(30 * time.Second)) {
+		t.Errorf("finish says due at %v, want the request 30s later, before the resync", eff.Due)
+	}
+	if due := e.m.Due(t0.Add(30*time.Second - time.Nanosecond)); len(due) != 0 {
+		t.Fatalf("due before the request: %v", due)
+	}
+	if due := e.m.Due(t0.Add(30 * time.Second)); len(due) != 1 {
+		t.Fatalf("Due at the request reports %v, want the pod", due)
+	}
+	if at, ok := e.m.NextDue(); ok {
+		t.Errorf("due again at %v once reported, before its sync ran", at)
+	}
+	// A request later than the resync leaves the resync first; a zero
+	// one withdraws it.
+	e.now = t0.Add(30 * time.Second)
+	e.update(podworkers.SyncPodSync, p)
+	e.next(p.UID, podworkers.Syncing)
+	e.m.SyncBy(p.UID, e.now.Add(2*time.Minute))
+	if eff := e.finish(p.UID, podworkers.StepResult{}); !eff.Due.Equal(e.now.Add(time.Minute)) {
+		t.Errorf("finish says due at %v, want the resync", eff.Due)
+	}
+	if due := e.m.Due(e.now.Add(time.Minute)); len(due) != 1 {
+		t.Fatalf("Due at the resync reports %v", due)
+	}
+	if at, ok := e.m.NextDue(); !ok || !at.Equal(e.now.Add(2*time.Minute)) {
+		t.Errorf("NextDue %v %v, want the request, kept past the resync", at, ok)
+	}
+	e.m.SyncBy(p.UID, time.Time{})
+	if at, ok := e.m.NextDue(); ok {
+		t.Errorf("due at %v after the request was withdrawn", at)
+	}
+	e.m.SyncBy(p.UID, e.now.Add(time.Second))
+	e.kill(p, 30)
+	if at := e.m.SyncBy(p.UID, e.now.Add(time.Second)); !at.IsZero() {
+		t.Errorf("a terminating pod took a request: due at %v", at)
+	}
+	if at, ok := e.m.NextDue(); ok {
+		t.Errorf("a terminating pod is due at %v", at)
+	}
+}

@@ -145,6 +145,13 @@ type PodWorkers struct {
 	ctx     context.Context // set by Run
 	wg      sync.WaitGroup
 	started bool
+	// told is the due time NextDue last returned; zero when it returned
+	// none (or was never asked), so that any due time is news.
+	told time.Time
+
+	// dueChanged (capacity 1) holds a value when a due time earlier than
+	// told may have appeared; sends never block, so wake-ups coalesce.
+	dueChanged chan struct{}
 }
 
 // worker is one pod's goroutine bookkeeping; fields are guarded by
@@ -182,7 +189,10 @@ func New(cfg Config) (*PodWorkers, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PodWorkers{cfg: cfg, log: cfg.Logger, metrics: m, m: NewMachine(mc), workers: map[types.UID]*worker{}}, nil
+	return &PodWorkers{
+		cfg: cfg, log: cfg.Logger, metrics: m, m: NewMachine(mc), workers: map[types.UID]*worker{},
+		dueChanged: make(chan struct{}, 1),
+	}, nil
 }
 
 // Run lets workers run until ctx ends, then cancels every worker and
@@ -290,6 +300,7 @@ func (p *PodWorkers) work(ctx context.Context, uid types.UID, w *worker) {
 		w.cancel = nil
 		cancel()
 		eff := p.m.Finish(uid, res, p.cfg.Clock.Now())
+		p.noteDueLocked(eff.Due)
 		if eff.Unblocked != "" {
 			if next := p.workers[eff.Unblocked]; next != nil {
 				next.wake()
@@ -383,13 +394,63 @@ func (p *PodWorkers) runStep(ctx context.Context, step Step) (res StepResult) {
 }
 
 // Due returns the syncing pods whose resync (or retry after a failed
-// step) is due at now, for the sync loop to resync with SyncPodSync.
-// Failed terminating and terminated steps are retried by the workers
-// themselves and are never returned.
+// step, or SyncBy request) is due at now, for the sync loop to resync
+// with SyncPodSync, and forgets those due times. Failed terminating and
+// terminated steps are retried by the workers themselves and are never
+// returned. Safe for concurrent use; never blocks on a step.
 func (p *PodWorkers) Due(now time.Time) []types.UID {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.m.Due(now)
+}
+
+// NextDue returns the earliest time at which Due reports a pod, and false
+// when no pod is due at any time; a time at or before now means Due
+// reports a pod now. From then on, until the next call, DueChanged
+// receives whenever a pod becomes due before the time returned (or at
+// all, after false). It looks at every pod: ask it once per wake-up. Safe
+// for concurrent use; never blocks on a step.
+func (p *PodWorkers) NextDue() (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	next, ok := p.m.NextDue()
+	p.told = next
+	return next, ok
+}
+
+// DueChanged returns a channel that receives when a pod became due
+// earlier than NextDue last said: a sync finished and set the pod's
+// resync or retry, or SyncBy asked for an earlier sync. The caller then
+// asks NextDue again. The channel has capacity 1 and is never closed;
+// sends never block, so any number of changes before the receive make one
+// value, and a value may be stale (NextDue then returns what the caller
+// already knew).
+func (p *PodWorkers) DueChanged() <-chan struct{} { return p.dueChanged }
+
+// SyncBy asks that the syncing pod be reported by Due no later than t,
+// even when its periodic resync comes later: a time the handler knows the
+// pod must be looked at again, such as the end of its active deadline. It
+// replaces the pod's earlier request; a zero t withdraws it. The request
+// is forgotten once Due reports the pod at or after t, and when the pod's
+// termination is requested; a pod that is not syncing ignores it. Safe
+// for concurrent use, and from the SyncHandler; never blocks on a step.
+func (p *PodWorkers) SyncBy(uid types.UID, t time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.noteDueLocked(p.m.SyncBy(uid, t))
+}
+
+// noteDueLocked signals DueChanged when a pod's due time at comes before
+// the one NextDue last returned, or when that returned none.
+func (p *PodWorkers) noteDueLocked(at time.Time) {
+	if at.IsZero() || !p.told.IsZero() && !at.Before(p.told) {
+		return
+	}
+	p.told = at
+	select {
+	case p.dueChanged <- struct{}{}:
+	default:
+	}
 }
 
 // PodState returns the pod's lifecycle state and whether its worker

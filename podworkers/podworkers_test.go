@@ -681,3 +681,62 @@ func TestHandlerPanicIsAFailedStep(t *testing.T) {
 		t.Errorf("%v panics counted, want 2", n)
 	}
 }
+
+// dueChanged expects a value on DueChanged within 10s.
+func (e *env) dueChanged(why string) {
+	e.t.Helper()
+	select {
+	case <-e.pw.DueChanged():
+	case <-time.After(10 * time.Second):
+		e.t.Fatalf("DueChanged did not receive within 10s after %s", why)
+	}
+}
+
+func (e *env) nextDue(want time.Duration) {
+	e.t.Helper()
+	if at, ok := e.pw.NextDue(); !ok || !at.Equal(e.clock.Now().Add(want)) {
+		e.t.Fatalf("NextDue %v %v, want %v from now", at, ok, want)
+	}
+}
+
+// DueChanged tells a sleeping sync loop of a due time earlier than
+// NextDue last returned, and only of those.
+func TestDueChangedSignalsOnlyEarlierDueTimes(t *testing.T) {
+	e := newEnv(t)
+	if _, ok := e.pw.NextDue(); ok {
+		t.Fatal("due with no pod")
+	}
+	a, b, c := pod("a", "v1"), pod("b", "v1"), pod("c", "v1")
+	// NextDue said none: the first resync is news.
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: a})
+	e.next()
+	e.dueChanged("the first sync finished")
+	e.nextDue(time.Minute)
+	// A failed sync is retried after 10s, before the resync: news.
+	e.h.fail["sync"] = 1
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: b})
+	e.next()
+	e.dueChanged("a failed sync")
+	e.nextDue(10 * time.Second)
+	// A resync a minute away is not: c's second step starts only once
+	// its first finished, and the clock stays put.
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: c})
+	e.next()
+	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: c})
+	e.next()
+	select {
+	case <-e.pw.DueChanged():
+		t.Error("DueChanged received for a resync later than NextDue's 10s")
+	default:
+	}
+	// SyncBy before the earliest due time is news at once.
+	e.pw.SyncBy(c.UID, e.clock.Now().Add(5*time.Second))
+	e.dueChanged("SyncBy")
+	e.nextDue(5 * time.Second)
+	e.pw.SyncBy(c.UID, e.clock.Now().Add(7*time.Second))
+	select {
+	case <-e.pw.DueChanged():
+		t.Error("DueChanged received for a request later than NextDue's 5s")
+	default:
+	}
+}

@@ -13,8 +13,26 @@
 //     failure or any readiness or startup change also HandlePodSyncs, so
 //     a restart comes at once, and so does the next container after a
 //     sidecar's startup probe succeeds;
-//   - every SyncPeriod (1 s) the pods whose resync is due → HandlePodSyncs;
+//   - the pods whose resync is due → HandlePodSyncs, on the SyncPeriod
+//     (1 s) grid (below);
 //   - every HousekeepingPeriod (2 s) → HandlePodCleanups.
+//
+// # Resyncs
+//
+// The kubelet asks every second which pods are due (its sync ticker).
+// This loop collects them at the same moments, the ticks of a SyncPeriod
+// grid counted from Run's start, each due pod at the first tick at or
+// after its due time, so a pod is resynced at most SyncPeriod late and
+// pods due within one period go in one batch, as with the kubelet. But it
+// wakes only on the ticks where a pod is due: with Config.NextDue it sets
+// one timer to the tick of the earliest due time, and Config.DueChanged
+// tells it when an earlier due time appears (a sync that failed and is
+// retried after its back-off, an active deadline), so it sets the timer
+// again. An idle node whose pods resync once a minute wakes the loop for
+// those resyncs only, not every second. SyncPeriod is thus the grain of
+// resync times and the least time between two collections, not a period
+// the loop wakes on. Without NextDue, the loop asks Due on every tick, as
+// a ticker would.
 //
 // A closed Updates stream ends Run with an error; a closed Events or
 // ProbeUpdates channel is dropped and the loop goes on with the rest.
@@ -24,6 +42,7 @@ package syncloop
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -58,11 +77,25 @@ type Config struct {
 	Events <-chan *pleg.Event
 	// ProbeUpdates are the probes' result changes. Optional.
 	ProbeUpdates <-chan probes.Update
-	// Due returns the pods whose resync is due (podworkers.Due). Optional.
+	// Due returns the pods whose resync is due at now, and forgets
+	// them (podworkers.Due). Optional: without it no pod is resynced.
 	Due func(now time.Time) []types.UID
+	// NextDue returns the earliest time at which Due reports a pod, and
+	// false when none is due at any time (podworkers.NextDue). Optional,
+	// with DueChanged: the loop then calls Due only on the SyncPeriod
+	// ticks where a pod is due. Without it, Due is called on every tick.
+	NextDue func() (time.Time, bool)
+	// DueChanged receives when a pod became due earlier than NextDue
+	// last said (podworkers.DueChanged); the loop then asks NextDue
+	// again. Required with NextDue, ignored without it.
+	DueChanged <-chan struct{}
 	// Lookup finds a known pod by UID. Required.
 	Lookup func(types.UID) (*v1.Pod, bool)
-	// SyncPeriod: how often due pods are collected. Default 1s.
+	// SyncPeriod is the grain of resyncs: due pods are collected on the
+	// ticks of a SyncPeriod grid from Run's start, each at the first
+	// tick at or after its due time, and only on ticks where one is due
+	// when NextDue is set (see the package doc). Default 1s, the
+	// kubelet's sync ticker.
 	SyncPeriod time.Duration
 	// HousekeepingPeriod: how often HandlePodCleanups runs. Default 2s.
 	HousekeepingPeriod time.Duration
@@ -79,6 +112,12 @@ type Loop struct {
 func New(cfg Config) (*Loop, error) {
 	if cfg.Handler == nil || cfg.Updates == nil || cfg.Lookup == nil {
 		return nil, errors.New("syncloop: Config.Handler, Config.Updates and Config.Lookup are required")
+	}
+	if cfg.NextDue != nil && (cfg.Due == nil || cfg.DueChanged == nil) {
+		return nil, errors.New("syncloop: Config.NextDue needs Config.Due and Config.DueChanged")
+	}
+	if cfg.NextDue == nil {
+		cfg.DueChanged = nil // ignored: every tick is collected
 	}
 	if cfg.SyncPeriod <= 0 {
 		cfg.SyncPeriod = time.Second
@@ -100,8 +139,9 @@ func New(cfg Config) (*Loop, error) {
 // any more, as the kubelet's loop ends then). A closed Events or
 // ProbeUpdates channel is only dropped from the loop.
 func (l *Loop) Run(ctx context.Context) error {
-	syncTick := l.cfg.Clock.NewTicker(l.cfg.SyncPeriod)
-	defer syncTick.Stop()
+	resync := resyncTimer{clk: l.cfg.Clock, period: l.cfg.SyncPeriod, origin: l.cfg.Clock.Now()}
+	defer resync.stop()
+	l.arm(&resync)
 	house := l.cfg.Clock.NewTicker(l.cfg.HousekeepingPeriod)
 	defer house.Stop()
 	h := l.cfg.Handler
@@ -154,10 +194,10 @@ func (l *Loop) Run(ctx context.Context) error {
 					h.HandlePodSyncs(ctx, []*v1.Pod{pod})
 				}
 			}
-		case <-syncTick.C():
-			if l.cfg.Due == nil {
-				continue
-			}
+		case <-l.cfg.DueChanged:
+			l.arm(&resync)
+		case <-resync.c:
+			resync.fired()
 			var pods []*v1.Pod
 			for _, uid := range l.cfg.Due(l.cfg.Clock.Now()) {
 				if pod, ok := l.cfg.Lookup(uid); ok {
@@ -167,10 +207,93 @@ func (l *Loop) Run(ctx context.Context) error {
 			if len(pods) > 0 {
 				h.HandlePodSyncs(ctx, pods)
 			}
+			l.arm(&resync)
 		case <-house.C():
 			if err := h.HandlePodCleanups(ctx); err != nil && ctx.Err() == nil {
 				l.cfg.Logger.Error(err, "housekeeping")
 			}
 		}
 	}
+}
+
+// arm sets the resync timer to the next tick where a pod is due: the
+// tick of NextDue's time, and never before the first tick after now, so
+// that one tick collects once. Without NextDue every tick is armed, and
+// without Due none is.
+func (l *Loop) arm(r *resyncTimer) {
+	if l.cfg.Due == nil {
+		return
+	}
+	now := r.clk.Now()
+	at := r.tickAfter(now)
+	if l.cfg.NextDue != nil {
+		next, ok := l.cfg.NextDue()
+		if !ok {
+			r.stop()
+			return
+		}
+		at = latest(at, r.tickAtOrAfter(next))
+	}
+	r.set(at)
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// resyncTimer is the loop's one timer for resyncs, set to ticks of a
+// grid of period from origin. It is used by Run's goroutine only.
+type resyncTimer struct {
+	clk    clock.WithTicker
+	period time.Duration
+	origin time.Time
+
+	t  clock.Timer      // nil: not set, or fired
+	c  <-chan time.Time // t's channel; nil (never ready) when t is nil
+	at time.Time        // the tick t is set to
+}
+
+// tickAfter returns the first tick strictly after now.
+func (r *resyncTimer) tickAfter(now time.Time) time.Time {
+	if now.Before(r.origin) {
+		return r.origin.Add(r.period)
+	}
+	return r.origin.Add((now.Sub(r.origin)/r.period + 1) * r.period)
+}
+
+// tickAtOrAfter returns the first tick at or after t.
+func (r *resyncTimer) tickAtOrAfter(t time.Time) time.Time {
+	if !t.After(r.origin) {
+		return r.origin
+	}
+	d := t.Sub(r.origin)
+	if d > math.MaxInt64-r.period {
+		return t // centuries away (Sub saturates): no tick to round to
+	}
+	return r.origin.Add((d + r.period - 1) / r.period * r.period)
+}
+
+// set makes the timer fire at at, unless it is already set to it.
+func (r *resyncTimer) set(at time.Time) {
+	if r.t != nil && r.at.Equal(at) {
+		return
+	}
+	r.stop()
+	// A new timer rather than Reset: a stopped timer's channel may hold a
+	// stale value on some clocks, and this runs once per wake-up at most.
+	r.t = r.clk.NewTimer(at.Sub(r.clk.Now()))
+	r.c, r.at = r.t.C(), at
+}
+
+// fired forgets the timer whose value Run received.
+func (r *resyncTimer) fired() { r.t, r.c = nil, nil }
+
+func (r *resyncTimer) stop() {
+	if r.t != nil {
+		r.t.Stop()
+	}
+	r.t, r.c = nil, nil
 }

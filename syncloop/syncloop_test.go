@@ -78,6 +78,12 @@ var known = map[types.UID]*v1.Pod{
 
 func start(t *testing.T, cleanErr error) *env {
 	t.Helper()
+	return startWith(t, cleanErr, nil)
+}
+
+// startWith starts a loop whose Config change edits, if set.
+func startWith(t *testing.T, cleanErr error, change func(*syncloop.Config)) *env {
+	t.Helper()
 	e := &env{
 		t:       t,
 		rec:     &recorder{seen: make(chan string, 100), cleanErr: cleanErr},
@@ -88,7 +94,7 @@ func start(t *testing.T, cleanErr error) *env {
 		due:     make(chan []types.UID, 1),
 		done:    make(chan error, 1),
 	}
-	loop, err := syncloop.New(syncloop.Config{
+	cfg := syncloop.Config{
 		Handler: e.rec, Updates: e.updates, Events: e.events, ProbeUpdates: e.probes,
 		Due: func(time.Time) []types.UID {
 			select {
@@ -100,7 +106,11 @@ func start(t *testing.T, cleanErr error) *env {
 		},
 		Lookup: func(uid types.UID) (*v1.Pod, bool) { p, ok := known[uid]; return p, ok },
 		Clock:  e.clk,
-	})
+	}
+	if change != nil {
+		change(&cfg)
+	}
+	loop, err := syncloop.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
