@@ -98,9 +98,19 @@ func startContainerdNode(t testing.TB, extraConfig string) *containerdNode {
 	// its pods, which the cleanup below removes).
 	n.cgroupRoot = fmt.Sprintf("/nodekit-e2e-%d", time.Now().UnixNano())
 	t.Cleanup(func() {
-		if cg, err := cgroupfs.New("/sys/fs/cgroup"); err == nil {
-			if err := cg.Remove(n.cgroupRoot); err != nil {
+		cg, err := cgroupfs.New("/sys/fs/cgroup")
+		if err != nil {
+			return
+		}
+		// The runtime may still be tearing a container's cgroup down.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			err := cg.Remove(n.cgroupRoot)
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
 				t.Errorf("remove the node's cgroups: %v", err)
+				return
 			}
 		}
 	})
@@ -117,9 +127,18 @@ func startContainerdNode(t testing.TB, extraConfig string) *containerdNode {
 			if sb.GetMetadata().GetNamespace() != "default" {
 				continue
 			}
-			_ = cri.StopPodSandbox(cctx, sb.GetId())
-			if err := cri.RemovePodSandbox(cctx, sb.GetId()); err != nil {
-				t.Errorf("remove sandbox %s: %v", sb.GetId(), err)
+			// A container the stopped node was starting may not be
+			// removable until its start is over: tried again for 30 s.
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+				_ = cri.StopPodSandbox(cctx, sb.GetId())
+				err := cri.RemovePodSandbox(cctx, sb.GetId())
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("remove sandbox %s: %v", sb.GetId(), err)
+					break
+				}
 			}
 		}
 	})
