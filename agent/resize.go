@@ -185,7 +185,7 @@ func (a *Agent) handleResizes(pods []*v1.Pod) []*v1.Pod {
 			// The API refuses it; another source may not.
 			r = &status.Reason{Reason: v1.PodReasonInfeasible, Message: "Pod QOS Class may not change as a result of resizing"}
 			event, eventReason = ReasonResizeInfeasible, v1.PodReasonInfeasible
-		} else if res := admission.Resources(admission.Attributes{Pod: p, OtherPods: withoutUID(others, p.UID), Node: node}); !res.Admit {
+		} else if res := admission.Resources(admission.Attributes{Pod: p, OtherPods: without(others, []*v1.Pod{p}), Node: node}); !res.Admit {
 			r = &status.Reason{Reason: v1.PodReasonDeferred, Message: res.Message}
 			eventReason = res.Reason
 		}
@@ -325,15 +325,4 @@ func resizeEventJSON(pod *v1.Pod, generation int64, errMsg string) string {
 		return "generation " + strconv.FormatInt(generation, 10)
 	}
 	return string(out)
-}
-
-// withoutUID is pods less the one with the UID.
-func withoutUID(pods []*v1.Pod, uid types.UID) []*v1.Pod {
-	out := make([]*v1.Pod, 0, len(pods))
-	for _, p := range pods {
-		if p.UID != uid {
-			out = append(out, p)
-		}
-	}
-	return out
 }

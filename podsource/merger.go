@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // MergerConfig configures a Merger.
@@ -211,20 +213,16 @@ func (m *Merger) admit(p *v1.Pod, source, origin string) *v1.Pod {
 // pod's directories.
 func validateUID(uid types.UID, path *field.Path) field.ErrorList {
 	s := string(uid)
-	switch {
+	switch p := podutil.UIDProblem(uid); {
+	case p == "":
+		return nil
 	case s == "":
 		return field.ErrorList{field.Required(path, "")}
 	case len(s) > 128:
 		return field.ErrorList{field.TooLong(path, "", 128)}
-	case s == "." || s == "..":
-		return field.ErrorList{field.Invalid(path, s, "must not be '.' or '..'")}
+	default:
+		return field.ErrorList{field.Invalid(path, s, p)}
 	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			return field.ErrorList{field.Invalid(path, s, "must consist of letters, digits, '-', '_' and '.'")}
-		}
-	}
-	return nil
 }
 
 // merge applies one source update and returns the operations it means.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -97,4 +98,25 @@ func IsCritical(pod *v1.Pod) bool {
 		return true
 	}
 	return pod.Spec.Priority != nil && *pod.Spec.Priority >= SystemCriticalPriority
+}
+
+// UIDProblem says what makes a pod UID unfit to name files and cgroups
+// ("" for none): empty, longer than 128 bytes, "." or "..", or a
+// character other than a letter, a digit, '-', '_' or '.'.
+func UIDProblem(uid types.UID) string {
+	s := string(uid)
+	switch {
+	case s == "":
+		return "empty"
+	case len(s) > 128:
+		return "longer than 128 bytes"
+	case s == "." || s == "..":
+		return "must not be '.' or '..'"
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return "must consist of letters, digits, '-', '_' and '.'"
+		}
+	}
+	return ""
 }

@@ -23,20 +23,10 @@ func (r *Runtime) podCgroupPath(pod *v1.Pod) string {
 	return r.cgroupParent(pod)
 }
 
-// cgroupUID reports whether a pod UID can name a cgroup: letters,
-// digits, '-', '_' and '.', and not "." or "..". A UID read from a
+// cgroupUID reports whether a pod UID can name a cgroup, by the rule
+// pod sources check UIDs with (podutil.UIDProblem). A UID read from a
 // runtime's labels is not trusted to be one.
-func cgroupUID(uid types.UID) bool {
-	if uid == "" || uid == "." || uid == ".." || len(uid) > 128 {
-		return false
-	}
-	for _, c := range uid {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
+func cgroupUID(uid types.UID) bool { return podutil.UIDProblem(uid) == "" }
 
 // podCgroupSettings are the kubelet's pod cgroup settings: CPU shares
 // from the pod's requests; the CFS quota and memory limit from its
