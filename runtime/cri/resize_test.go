@@ -1,8 +1,10 @@
 package cri_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	criapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
@@ -314,5 +318,51 @@ func TestPodCgroupGarbageCollected(t *testing.T) {
 	}
 	if exists("gone") || !exists("kept") {
 		t.Errorf("after the collection: gone's cgroup %v (want removed), kept's %v (want kept: its sandbox is there)", exists("gone"), exists("kept"))
+	}
+}
+
+// podLimitAtUpdate records, at each UpdateContainerResources, the pod
+// cgroup's memory limit as it is at that moment.
+type podLimitAtUpdate struct {
+	criapi.RuntimeService
+	file string
+	seen []string
+}
+
+func (p *podLimitAtUpdate) UpdateContainerResources(ctx context.Context, id string, res *runtimeapi.ContainerResources) error {
+	b, _ := os.ReadFile(p.file)
+	p.seen = append(p.seen, strings.TrimSpace(string(b)))
+	return p.RuntimeService.UpdateContainerResources(ctx, id, res)
+}
+
+// TestPodCgroupOrder: as the kubelet, a raised limit is raised on the pod
+// cgroup before its containers, and a lowered one lowered on the pod
+// cgroup after them, so a container's limit never exceeds its pod's.
+func TestPodCgroupOrder(t *testing.T) {
+	mount := fakeCgroupV1(t)
+	var rec *podLimitAtUpdate
+	pod := testPod(v1.RestartPolicyAlways, nil, "app")
+	path := "/kubepods/pod" + string(pod.UID)
+	h := newHarness(t, fakecri.Config{}, func(c *cri.Config) {
+		c.CgroupRoot, c.CgroupMount = "/kubepods", mount
+		rec = &podLimitAtUpdate{RuntimeService: c.RuntimeService, file: filepath.Join(mount, "memory", path, "memory.limit_in_bytes")}
+		c.RuntimeService = rec
+	})
+	pod.Spec.Containers[0].Resources = resources("100m", "100m", "128Mi", "128Mi")
+	h.sync(pod)
+	if err := os.WriteFile(filepath.Join(mount, "memory", path, "memory.usage_in_bytes"), []byte("1000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pod.Spec.Containers[0].Resources = resources("100m", "100m", "256Mi", "256Mi")
+	h.sync(pod)
+	pod.Spec.Containers[0].Resources = resources("100m", "100m", "64Mi", "64Mi")
+	h.sync(pod)
+	// 256Mi when the container was raised to it; still 256Mi when it was
+	// lowered to 64Mi.
+	if want := []string{"268435456", "268435456"}; !slices.Equal(rec.seen, want) {
+		t.Errorf("the pod cgroup's memory limit at each container update: %v, want %v", rec.seen, want)
+	}
+	if got, want := readCgroup(t, mount, path), "102/10000/67108864"; got != want {
+		t.Errorf("pod cgroup at the end %s, want %s", got, want)
 	}
 }
