@@ -142,20 +142,25 @@
 //     pod), on cgroup v1 or v2. KillPod removes it once nothing of the pod
 //     runs; GarbageCollect removes those of pods that are gone.
 //   - In-place resize: a running container (regular, sidecar, or init
-//     container still running) whose CPU shares, CFS quota or memory
-//     limit, as its spec gives them, differ from those it was started or
-//     last resized with (else those the runtime reports) is updated with
+//     container still running) whose CPU or memory request or limit, as
+//     its spec gives them, differ from those it was started or last
+//     resized with (kept in memory; after a restart, the CPU shares and
+//     quota and memory limit the runtime reports) is updated with
 //     UpdateContainerResources, unless its resizePolicy for a changed
 //     resource is RestartContainer: it is then killed ("Container <name>
 //     resize requires restart") and started again. A limit the container
 //     does not set is the pod-level one (spec.resources). The pod cgroup
 //     is raised before the containers and lowered after them, decreases
-//     first; a memory limit is never lowered below what the pod uses: the
+//     first; a memory limit is never lowered below what the pod (for its
+//     cgroup) or the container (as the runtime reports) uses: the
 //     step (runtime.ActionResize, reason ResizePodInPlaceError) fails
 //     with the kubelet's "cannot decrease memory limits: ..." and nothing
 //     changes. A failed resize does not stop the sync. The hash that
 //     restarts a changed container (SpecHash) leaves requests and limits
-//     out.
+//     out. GetPodStatus adds to what the runtime reports of a running
+//     container's resources the memory request it was given;
+//     ResizeInProgress (runtime.ResizeChecker) and PodCgroupResources
+//     (runtime.PodCgroupReader) tell a caller where a resize stands.
 //   - Hooks: postStart (exec, HTTP GET, sleep) after the start; a failure
 //     kills the container and reports PostStartHookError. preStop runs
 //     inside the grace period, which is shortened by the time it took:
