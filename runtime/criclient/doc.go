@@ -19,6 +19,10 @@
 //     --runtime-request-timeout); StopContainer gets its grace period on
 //     top, ExecSync its command timeout. Messages may be 16 MiB
 //     (DefaultMaxMsgSize), the kubelet's limit.
+//   - The connection's flow-control windows are fixed (4 MiB per call,
+//     16 MiB in all), not sized by gRPC's bandwidth estimate, which pings
+//     the runtime after responses: a round trip at every relist of an
+//     idle node, for nothing on a local socket.
 //   - Every error is an *Error that names the CRI method and the object,
 //     keeps the gRPC status, and matches nodekit's error classes with
 //     errors.Is (runtime.ErrNotFound, runtime.ErrUnavailable,
