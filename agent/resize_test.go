@@ -25,16 +25,6 @@ func sized(cpu, mem string) v1.ResourceRequirements {
 	return v1.ResourceRequirements{Requests: l, Limits: l.DeepCopy()}
 }
 
-// hasResize reports whether the status has a resize condition.
-func hasResize(s v1.PodStatus) bool {
-	for _, c := range s.Conditions {
-		if c.Type == v1.PodResizePending || c.Type == v1.PodResizeInProgress {
-			return true
-		}
-	}
-	return false
-}
-
 // containerSized reports whether the running container's status shows
 // the resources, as allocated and as the runtime applied them.
 func containerSized(s v1.PodStatus, cpu, mem string) bool {
@@ -72,7 +62,7 @@ func TestResizeInPlaceThroughTheAgent(t *testing.T) {
 	resized.Spec.Containers[0].Resources = sized("400m", "256Mi")
 	f.send(podsource.UPDATE, resized)
 	got := step("web", "resized", func(s v1.PodStatus) bool {
-		return containerSized(s, "400m", "256Mi") && !hasResize(s) && s.ObservedGeneration == 2
+		return containerSized(s, "400m", "256Mi") && !resizing(s) && s.ObservedGeneration == 2
 	})
 	if c := got.ContainerStatuses[0]; c.ContainerID != id || c.RestartCount != 0 {
 		t.Errorf("container %s restarts %d, want %s resized in place", c.ContainerID, c.RestartCount, id)
@@ -118,7 +108,7 @@ func TestResizeDeferredUntilItFits(t *testing.T) {
 
 	f.send(podsource.REMOVE, other)
 	step("web", "resized once the other pod is gone", func(s v1.PodStatus) bool {
-		return containerSized(s, "500m", "128Mi") && !hasResize(s)
+		return containerSized(s, "500m", "128Mi") && !resizing(s)
 	})
 }
 
@@ -152,5 +142,5 @@ func TestResizeChangingQoSIsInfeasible(t *testing.T) {
 	back := pod.DeepCopy()
 	back.Status = got
 	f.send(podsource.UPDATE, back)
-	step("web", "no longer pending", func(s v1.PodStatus) bool { return !hasResize(s) && containerSized(s, "200m", "128Mi") })
+	step("web", "no longer pending", func(s v1.PodStatus) bool { return !resizing(s) && containerSized(s, "200m", "128Mi") })
 }
