@@ -110,6 +110,10 @@ func TestResizeOnContainerd(t *testing.T) {
 	if got, want := cgroupString(t, cg, ctrPath), "102/20000/134217728"; got != want {
 		t.Errorf("container cgroup %s: %s, want %s", ctrPath, got, want)
 	}
+	tier := root + "/kubepods/burstable"
+	if got := cgroupString(t, cg, tier); !strings.HasPrefix(got, "102/") {
+		t.Errorf("burstable tier %s: %s, want the pod's 102 shares", tier, got)
+	}
 
 	// Later specs come as the API sends them, with the pod Running.
 	resized := pod.DeepCopy()
@@ -129,6 +133,9 @@ func TestResizeOnContainerd(t *testing.T) {
 	}
 	if got, want := cgroupString(t, cg, ctrPath), "307/40000/268435456"; got != want {
 		t.Errorf("resized container cgroup: %s, want %s", got, want)
+	}
+	if got := cgroupString(t, cg, tier); !strings.HasPrefix(got, "307/") {
+		t.Errorf("burstable tier after the resize: %s, want the pod's 307 shares", got)
 	}
 
 	// Once the 40 MB are written, a 16Mi limit is below the usage.

@@ -49,6 +49,9 @@ type Runtime struct {
 	// containers and cgroup.
 	actMu sync.Mutex
 	act   map[types.UID]*actuated
+	// qosMu guards qos, the burstable tier's CPU shares.
+	qosMu sync.Mutex
+	qos   qosTiers
 
 	// mu guards typ.
 	mu  sync.Mutex
@@ -96,6 +99,7 @@ func New(cfg Config) (*Runtime, error) {
 	return &Runtime{
 		cgroups:       cg,
 		act:           map[types.UID]*actuated{},
+		qos:           qosTiers{requests: map[types.UID]int64{}},
 		rs:            cfg.RuntimeService,
 		cfg:           cfg,
 		log:           cfg.Logger,

@@ -140,7 +140,11 @@
 //     for a guaranteed pod, and for a burstable one where every container
 //     or spec.resources sets them; the minimum shares for a best-effort
 //     pod), on cgroup v1 or v2. KillPod removes it once nothing of the pod
-//     runs; GarbageCollect removes those of pods that are gone.
+//     runs; GarbageCollect removes those of pods that are gone. The QoS
+//     tiers get the kubelet's CPU shares: best-effort 2, burstable those
+//     of the sum of its pods' CPU requests, kept as pod cgroups are
+//     created, resized and removed (a pod whose cgroup an earlier run
+//     made counts from its first sync).
 //   - In-place resize: a running container (regular, sidecar, or init
 //     container still running) whose CPU or memory request or limit, as
 //     its spec gives them, differ from those it was started or last

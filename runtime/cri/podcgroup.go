@@ -115,7 +115,16 @@ func settingsOfCgroup(c cgroupfs.Resources) cgroupSettings {
 // exists, as the kubelet does before it creates the sandbox.
 func (r *Runtime) ensurePodCgroup(pod *v1.Pod) error {
 	path := r.podCgroupPath(pod)
-	if path == "" || r.cgroups.Exists(path) {
+	if path == "" {
+		return nil
+	}
+	// The burstable tier first, as the kubelet updates its QoS cgroups
+	// before it creates a pod's; a pod whose cgroup an earlier run made
+	// is counted at its first sync.
+	if err := r.notePodQoS(pod, false); err != nil {
+		return err
+	}
+	if r.cgroups.Exists(path) {
 		return nil
 	}
 	s := podCgroupSettings(pod)
@@ -172,7 +181,7 @@ func (r *Runtime) removePodCgroups(uid types.UID) error {
 			return fmt.Errorf("remove pod cgroup: %w", err)
 		}
 	}
-	return nil
+	return r.forgetPodQoS(uid)
 }
 
 // qosDirs are the cgroups pod cgroups are created in.

@@ -306,6 +306,9 @@ func (r *Runtime) resize(ctx context.Context, pod *v1.Pod, list []ContainerToRes
 		if err := r.setPodCgroup(pod.UID, path, podWant); err != nil {
 			return fail(err)
 		}
+		if err := r.notePodQoS(pod, true); err != nil {
+			return fail(err)
+		}
 	}
 	return runtime.SyncStep{Action: runtime.ActionResize, Target: podRef(pod)}
 }
