@@ -26,6 +26,11 @@
 //   - peak RSS: VmHWM, the agent's resident set high-water mark over its
 //     whole life (start-up included), read at the end of the run.
 //
+// -procs N runs the agent with GOMAXPROCS=N (the header says which):
+// with fewer Go processors than CPUs, a goroutine that readies another
+// wakes no second thread to run it, which is much of what an idle agent
+// costs.
+//
 // -profile FILE writes a CPU profile of the agent (first run only):
 // -profile-idle takes it over the idle window (that run's idle figures
 // then include the profiler's own cost), otherwise 20 s from
@@ -64,6 +69,7 @@ var (
 	profileIdle  bool
 	traceFile    string
 	table        = true
+	procs        int
 )
 
 func main() {
@@ -77,6 +83,7 @@ func main() {
 	flag.StringVar(&traceFile, "trace", "", "write an execution trace of the agent over the idle window to this file (first run only)")
 	flag.BoolVar(&table, "table", true, "run the agent with its live pod table (false: --quiet)")
 	flag.DurationVar(&settle, "settle", 12*time.Second, "how long after all pods run the idle window starts")
+	flag.IntVar(&procs, "procs", 0, "run the agent with GOMAXPROCS set to this (0: Go's default, one per CPU)")
 	flag.Parse()
 	work, err := os.MkdirTemp("", "nodekit-bench-")
 	if err != nil {
@@ -90,7 +97,11 @@ func main() {
 	}
 	commit, _ := exec.Command("git", "log", "-1", "--format=%h %s").Output()
 	fmt.Printf("commit %s", commit)
-	fmt.Printf("idle window %s, live table %v, %d CPUs\n\n", *idle, table, goruntime.NumCPU())
+	agentProcs := "Go's default"
+	if procs > 0 {
+		agentProcs = fmt.Sprint(procs)
+	}
+	fmt.Printf("idle window %s, live table %v, %d CPUs, agent GOMAXPROCS %s\n\n", *idle, table, goruntime.NumCPU(), agentProcs)
 	fmt.Println("| PLEG | pods | to Running | CPU to Running | idle CPU (% of a core) | wake-ups/s idle | peak RSS |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
 	for _, kind := range strings.Split(*plegs, ",") {
@@ -177,6 +188,10 @@ func measure(work string, n int, idle time.Duration, relist, profile string, eve
 		startProfile = func(seconds int) { fetch("profile", profile, seconds) }
 	}
 	agent := exec.Command(filepath.Join(work, "standalone"), args...) // output to /dev/null
+	agent.Env = os.Environ()
+	if procs > 0 {
+		agent.Env = append(agent.Env, fmt.Sprintf("GOMAXPROCS=%d", procs))
+	}
 	start := time.Now()
 	if err := agent.Start(); err != nil {
 		return result{}, err
