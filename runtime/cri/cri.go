@@ -99,7 +99,7 @@ func New(cfg Config) (*Runtime, error) {
 	return &Runtime{
 		cgroups:       cg,
 		act:           map[types.UID]*actuated{},
-		qos:           qosTiers{requests: map[types.UID]int64{}},
+		qos:           qosTiers{requests: map[types.UID]int64{}, exact: map[types.UID]bool{}},
 		rs:            cfg.RuntimeService,
 		cfg:           cfg,
 		log:           cfg.Logger,

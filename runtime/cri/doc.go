@@ -143,8 +143,10 @@
 //     runs; GarbageCollect removes those of pods that are gone. The QoS
 //     tiers get the kubelet's CPU shares: best-effort 2, burstable those
 //     of the sum of its pods' CPU requests, kept as pod cgroups are
-//     created, resized and removed (a pod whose cgroup an earlier run
-//     made counts from its first sync).
+//     created, resized and removed. Pods whose cgroups an earlier run
+//     made count, until synced, with the request their shares stand
+//     for. A failed write is logged, as the kubelet does, not a failed
+//     sync, and tried again at the next change or GarbageCollect.
 //   - In-place resize: a running container (regular, sidecar, or init
 //     container still running) whose CPU or memory request or limit, as
 //     its spec gives them, differ from those it was started or last

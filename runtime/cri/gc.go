@@ -120,11 +120,14 @@ func (r *Runtime) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, p
 }
 
 // gcPodCgroups removes the cgroups of pods that are gone and have no
-// sandbox left, as the kubelet removes orphaned pod cgroups.
+// sandbox left, as the kubelet removes orphaned pod cgroups, and writes
+// the QoS tiers' shares again if a write failed (the kubelet rewrites
+// them every minute).
 func (r *Runtime) gcPodCgroups(ctx context.Context, podGone func(types.UID) bool) error {
 	if r.cgroups == nil || podGone == nil {
 		return nil
 	}
+	r.retryQoS()
 	uids, err := r.podCgroupUIDs()
 	if err != nil {
 		return fmt.Errorf("cri: garbage collect: pod cgroups: %w", err)

@@ -41,7 +41,6 @@ func podCgroupSettings(pod *v1.Pod) cgroupSettings {
 	if qos == v1.PodQOSBestEffort {
 		return s
 	}
-	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	limits := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})
 	cpuDeclared, memDeclared := true, true
 	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
@@ -62,9 +61,7 @@ func podCgroupSettings(pod *v1.Pod) cgroupSettings {
 			memDeclared = true
 		}
 	}
-	if q, ok := reqs[v1.ResourceCPU]; ok {
-		s.shares = podutil.MilliCPUToShares(q.MilliValue())
-	}
+	s.shares = podutil.MilliCPUToShares(podCPURequest(pod))
 	if qos == v1.PodQOSGuaranteed || cpuDeclared {
 		if q, ok := limits[v1.ResourceCPU]; ok && !q.IsZero() {
 			s.quota = podutil.MilliCPUToQuota(q.MilliValue(), podutil.QuotaPeriod)
@@ -118,26 +115,13 @@ func (r *Runtime) ensurePodCgroup(pod *v1.Pod) error {
 	if path == "" {
 		return nil
 	}
-	// The burstable tier first, as the kubelet updates its QoS cgroups
-	// before it creates a pod's; a pod whose cgroup an earlier run made
-	// is counted at its first sync.
-	if err := r.notePodQoS(pod, false); err != nil {
-		return err
-	}
+	// The QoS tiers first, as the kubelet updates them before it
+	// creates a pod's cgroup.
+	r.notePodQoS(pod, false)
 	if r.cgroups.Exists(path) {
 		return nil
 	}
 	s := podCgroupSettings(pod)
-	if qosClass(pod) == v1.PodQOSBestEffort {
-		// The kubelet gives the best-effort pods together the minimum
-		// CPU shares.
-		if dir := r.cfg.CgroupRoot + "/besteffort"; !r.cgroups.Exists(dir) {
-			shares := uint64(podutil.MinShares)
-			if err := r.cgroups.Ensure(dir, cgroupfs.Resources{CPUShares: &shares}); err != nil {
-				return fmt.Errorf("create the best-effort cgroup %s: %w", dir, err)
-			}
-		}
-	}
 	if err := r.cgroups.Ensure(path, cgroupResources(s)); err != nil {
 		return fmt.Errorf("create pod cgroup %s: %w", path, err)
 	}
@@ -181,7 +165,8 @@ func (r *Runtime) removePodCgroups(uid types.UID) error {
 			return fmt.Errorf("remove pod cgroup: %w", err)
 		}
 	}
-	return r.forgetPodQoS(uid)
+	r.forgetPodQoS(uid)
+	return nil
 }
 
 // qosDirs are the cgroups pod cgroups are created in.

@@ -1,7 +1,7 @@
 package cri
 
 import (
-	"fmt"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -11,30 +11,37 @@ import (
 	"github.com/nodekit/nodekit/internal/podutil"
 )
 
-// qosTiers keeps the CPU shares of the burstable tier, the cgroup
-// <CgroupRoot>/burstable that holds the burstable pods' cgroups, as the
-// kubelet's QoS cgroup manager sets them: the shares of the sum of the
-// CPU requests of the burstable pods, so that under contention the tier
-// as a whole gets what its pods asked for beside the guaranteed pods
-// (each a cgroup of its own beside the tier, with its own shares), and
-// the best-effort tier its 2 shares. The kubelet recomputes the tier
-// before it creates a pod cgroup, after it kills a pod, and every
-// minute; here the tier follows each pod cgroup created, resized or
-// removed.
+// qosTiers keeps the CPU shares of the QoS tiers, the cgroups
+// <CgroupRoot>/burstable and <CgroupRoot>/besteffort that hold those
+// pods' cgroups, as the kubelet's QoS cgroup manager sets them: the
+// burstable tier the shares of the sum of its pods' CPU requests, so
+// that under contention the tier as a whole gets what its pods asked
+// for beside the guaranteed pods (each a cgroup of its own beside the
+// tiers), and the best-effort tier the minimum, 2. The kubelet
+// recomputes them before it creates a pod cgroup, after it kills a pod,
+// and every minute; here they follow each pod cgroup created, resized or
+// removed, and a failed write is logged and tried again at the next
+// change, a sync that sets up a pod, or the garbage collection.
 type qosTiers struct {
 	// requests holds, for each pod with a cgroup, its CPU request in
-	// milli-CPUs if it is burstable, else 0.
+	// milli-CPUs if it is burstable, else 0. Until a pod is synced, a
+	// cgroup an earlier run made counts with the request its shares
+	// stand for (seeded).
 	requests map[types.UID]int64
-	// written are the shares last written to the tier, 0 before.
-	written uint64
+	exact    map[types.UID]bool
+	seeded   bool
+	// burstable is the burstable tier's shares as last written (0
+	// before); bestEffort whether the best-effort tier's were; failed
+	// whether the last write failed.
+	burstable  uint64
+	bestEffort bool
+	failed     bool
 }
 
-// podCPURequest is the pod's CPU request in milli-CPUs, as the kubelet
-// counts it for the burstable tier, or 0 for a pod of another class.
+// podCPURequest is the pod's CPU request in milli-CPUs: its effective
+// requests as the scheduler adds them up (pod-level where set), plus its
+// overhead; 0 without one.
 func podCPURequest(pod *v1.Pod) int64 {
-	if qosClass(pod) != v1.PodQOSBurstable {
-		return 0
-	}
 	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	if q, ok := reqs[v1.ResourceCPU]; ok {
 		return q.MilliValue()
@@ -42,54 +49,120 @@ func podCPURequest(pod *v1.Pod) int64 {
 	return 0
 }
 
-// notePodQoS counts the pod in the burstable tier (with its request as
-// the spec now asks, when force, else as first seen) and brings the
-// tier's shares up to date.
-func (r *Runtime) notePodQoS(pod *v1.Pod, force bool) error {
+// notePodQoS counts the pod in the QoS tiers, with its request as the
+// spec gives it, and brings the tiers' shares up to date. Without force
+// (a resize) a pod already counted from its spec is left as it is, once
+// the tiers are written.
+func (r *Runtime) notePodQoS(pod *v1.Pod, force bool) {
 	r.qosMu.Lock()
 	defer r.qosMu.Unlock()
-	if _, ok := r.qos.requests[pod.UID]; ok && !force {
-		return nil
+	r.seedQoSLocked()
+	if r.qos.exact[pod.UID] && !force && !r.qos.failed {
+		return
 	}
-	r.qos.requests[pod.UID] = podCPURequest(pod)
-	return r.writeBurstableLocked()
+	var m int64
+	if qosClass(pod) == v1.PodQOSBurstable {
+		m = podCPURequest(pod)
+	}
+	r.qos.requests[pod.UID] = m
+	r.qos.exact[pod.UID] = true
+	r.writeTiersLocked()
+}
+
+// retryQoS writes the tiers again if the last write failed.
+func (r *Runtime) retryQoS() {
+	r.qosMu.Lock()
+	defer r.qosMu.Unlock()
+	if r.qos.failed {
+		r.writeTiersLocked()
+	}
 }
 
 // forgetPodQoS takes a pod whose cgroup is gone out of the burstable
 // tier's sum.
-func (r *Runtime) forgetPodQoS(uid types.UID) error {
+func (r *Runtime) forgetPodQoS(uid types.UID) {
 	r.qosMu.Lock()
 	defer r.qosMu.Unlock()
-	if _, ok := r.qos.requests[uid]; !ok {
-		return nil
-	}
+	r.seedQoSLocked()
 	delete(r.qos.requests, uid)
-	return r.writeBurstableLocked()
+	delete(r.qos.exact, uid)
+	r.writeTiersLocked()
 }
 
-// writeBurstableLocked writes the burstable tier's shares if they
-// changed, creating the tier if need be.
-func (r *Runtime) writeBurstableLocked() error {
+// sharesWanted are the burstable tier's shares for the current sum.
+func (q *qosTiers) sharesWanted() uint64 {
 	var sum int64
-	for _, m := range r.qos.requests {
+	for _, m := range q.requests {
 		sum += m
 	}
-	shares := uint64(podutil.MilliCPUToShares(sum))
+	return uint64(podutil.MilliCPUToShares(sum))
+}
+
+// seedQoSLocked counts, once, the burstable pods whose cgroups an
+// earlier run made, with the request their shares stand for, so that
+// the tier is right before they are synced and a pod removed without a
+// sync in this run leaves the sum.
+func (r *Runtime) seedQoSLocked() {
+	if r.qos.seeded {
+		return
+	}
+	r.qos.seeded = true
 	dir := r.cfg.CgroupRoot + "/burstable"
-	exists := r.cgroups.Exists(dir)
-	if shares == r.qos.written && exists {
-		return nil
+	if !r.cgroups.Exists(dir) {
+		return
 	}
-	res := cgroupfs.Resources{CPUShares: &shares}
-	var err error
-	if exists {
-		err = r.cgroups.Set(dir, res)
-	} else {
-		err = r.cgroups.Ensure(dir, res)
-	}
+	names, err := r.cgroups.Children(dir)
 	if err != nil {
-		return fmt.Errorf("set the burstable cgroup %s: %w", dir, err)
+		r.log.Error(err, "listing the burstable pod cgroups", "cgroup", dir)
+		return
 	}
-	r.qos.written = shares
-	return nil
+	for _, n := range names {
+		uid, ok := strings.CutPrefix(n, "pod")
+		if !ok || !cgroupUID(types.UID(uid)) {
+			continue
+		}
+		c, err := r.cgroups.Get(dir + "/" + n)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		r.qos.requests[types.UID(uid)] = podutil.SharesToMilliCPU(settingsOfCgroup(c).shares)
+	}
+}
+
+// writeTiersLocked writes the tiers' shares where they changed, creating
+// the tiers if need be; a failure is logged, and the write is tried
+// again at the next change or sync.
+func (r *Runtime) writeTiersLocked() {
+	r.qos.failed = false
+	if !r.qos.bestEffort {
+		dir := r.cfg.CgroupRoot + "/besteffort"
+		if err := r.writeShares(dir, podutil.MinShares); err != nil {
+			r.log.Error(err, "setting the best-effort cgroup's CPU shares", "cgroup", dir)
+			r.qos.failed = true
+		} else {
+			r.qos.bestEffort = true
+		}
+	}
+	shares := r.qos.sharesWanted()
+	if shares == r.qos.burstable {
+		return
+	}
+	dir := r.cfg.CgroupRoot + "/burstable"
+	if err := r.writeShares(dir, int64(shares)); err != nil {
+		r.log.Error(err, "setting the burstable cgroup's CPU shares", "cgroup", dir, "shares", shares)
+		r.qos.burstable = 0
+		r.qos.failed = true
+		return
+	}
+	r.qos.burstable = shares
+}
+
+// writeShares sets a cgroup's CPU shares, creating it if need be.
+func (r *Runtime) writeShares(dir string, shares int64) error {
+	s := uint64(shares)
+	res := cgroupfs.Resources{CPUShares: &s}
+	if r.cgroups.Exists(dir) {
+		return r.cgroups.Set(dir, res)
+	}
+	return r.cgroups.Ensure(dir, res)
 }

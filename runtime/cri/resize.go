@@ -306,9 +306,7 @@ func (r *Runtime) resize(ctx context.Context, pod *v1.Pod, list []ContainerToRes
 		if err := r.setPodCgroup(pod.UID, path, podWant); err != nil {
 			return fail(err)
 		}
-		if err := r.notePodQoS(pod, true); err != nil {
-			return fail(err)
-		}
+		r.notePodQoS(pod, true)
 	}
 	return runtime.SyncStep{Action: runtime.ActionResize, Target: podRef(pod)}
 }
