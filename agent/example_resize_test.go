@@ -56,8 +56,9 @@ func Example_resize() {
 	pod.Name, pod.Namespace, pod.UID, pod.Generation = "web", "default", types.UID("web-1"), 1
 	pod.Spec.Containers = []v1.Container{{Name: "httpd", Image: "busybox:1.36", Resources: sized("250m", "64Mi")}}
 	api.Send(ctx, podsource.Update{Op: podsource.ADD, Pods: []*v1.Pod{pod}})
-	// running waits until the container runs with cpu as its CPU limit.
-	running := func(cpu string) v1.ContainerStatus {
+	// running waits until the container runs with cpu as its CPU limit,
+	// the resize over.
+	running := func(cpu string) (v1.ContainerStatus, bool) {
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			st, ok := a.PodStatus(pod.UID)
 			if !ok || len(st.ContainerStatuses) != 1 {
@@ -65,19 +66,31 @@ func Example_resize() {
 			}
 			c := st.ContainerStatuses[0]
 			if c.State.Running != nil && c.Resources != nil && c.Resources.Limits.Cpu().String() == cpu && len(st.Conditions) > 0 && !resizing(st) {
-				return c
+				return c, true
 			}
 		}
-		return v1.ContainerStatus{}
+		return v1.ContainerStatus{}, false
 	}
-	before := running("250m")
+	before, ok := running("250m")
+	if !ok {
+		fmt.Println("not running with 250m within 10s")
+		cancel()
+		<-done
+		return
+	}
 	fmt.Println("running with", before.Resources.Limits.Cpu(), before.Resources.Limits.Memory())
 
 	resized := pod.DeepCopy()
 	resized.Generation = 2
 	resized.Spec.Containers[0].Resources = sized("500m", "128Mi")
 	api.Send(ctx, podsource.Update{Op: podsource.UPDATE, Pods: []*v1.Pod{resized}})
-	after := running("500m")
+	after, ok := running("500m")
+	if !ok {
+		fmt.Println("not resized to 500m within 10s")
+		cancel()
+		<-done
+		return
+	}
 	fmt.Println("running with", after.Resources.Limits.Cpu(), after.Resources.Limits.Memory(),
 		"same container:", after.ContainerID == before.ContainerID, "restarts:", after.RestartCount)
 	cancel()

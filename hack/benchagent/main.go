@@ -28,8 +28,8 @@
 //
 // -procs N runs the agent with GOMAXPROCS=N (the header says which):
 // with fewer Go processors than CPUs, a goroutine that readies another
-// wakes no second thread to run it, which is much of what an idle agent
-// costs.
+// wakes no second thread to run it; compare a run with -procs 1 beside
+// one without to see what that saves an idle agent.
 //
 // -profile FILE writes a CPU profile of the agent (first run only):
 // -profile-idle takes it over the idle window (that run's idle figures
@@ -83,7 +83,7 @@ func main() {
 	flag.StringVar(&traceFile, "trace", "", "write an execution trace of the agent over the idle window to this file (first run only)")
 	flag.BoolVar(&table, "table", true, "run the agent with its live pod table (false: --quiet)")
 	flag.DurationVar(&settle, "settle", 12*time.Second, "how long after all pods run the idle window starts")
-	flag.IntVar(&procs, "procs", 0, "run the agent with GOMAXPROCS set to this (0: Go's default, one per CPU)")
+	flag.IntVar(&procs, "procs", 0, "run the agent with GOMAXPROCS set to this (0: as the environment says, else Go's default)")
 	flag.Parse()
 	work, err := os.MkdirTemp("", "nodekit-bench-")
 	if err != nil {
@@ -100,6 +100,8 @@ func main() {
 	agentProcs := "Go's default"
 	if procs > 0 {
 		agentProcs = fmt.Sprint(procs)
+	} else if v := os.Getenv("GOMAXPROCS"); v != "" {
+		agentProcs = v + " (from the environment)"
 	}
 	fmt.Printf("idle window %s, live table %v, %d CPUs, agent GOMAXPROCS %s\n\n", *idle, table, goruntime.NumCPU(), agentProcs)
 	fmt.Println("| PLEG | pods | to Running | CPU to Running | idle CPU (% of a core) | wake-ups/s idle | peak RSS |")
