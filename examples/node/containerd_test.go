@@ -103,15 +103,8 @@ func startContainerdNode(t testing.TB, extraConfig string) *containerdNode {
 			return
 		}
 		// The runtime may still be tearing a container's cgroup down.
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			err := cg.Remove(n.cgroupRoot)
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("remove the node's cgroups: %v", err)
-				return
-			}
+		if err := for30s(func() error { return cg.Remove(n.cgroupRoot) }); err != nil {
+			t.Errorf("remove the node's cgroups: %v", err)
 		}
 	})
 	t.Cleanup(func() {
@@ -128,17 +121,12 @@ func startContainerdNode(t testing.TB, extraConfig string) *containerdNode {
 				continue
 			}
 			// A container the stopped node was starting may not be
-			// removable until its start is over: tried again for 30 s.
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			// removable until its start is over.
+			if err := for30s(func() error {
 				_ = cri.StopPodSandbox(cctx, sb.GetId())
-				err := cri.RemovePodSandbox(cctx, sb.GetId())
-				if err == nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Errorf("remove sandbox %s: %v", sb.GetId(), err)
-					break
-				}
+				return cri.RemovePodSandbox(cctx, sb.GetId())
+			}); err != nil {
+				t.Errorf("remove sandbox %s: %v", sb.GetId(), err)
 			}
 		}
 	})
@@ -291,4 +279,17 @@ func TestRunOnContainerd(t *testing.T) {
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 	n.stop()
+}
+
+// for30s calls f until it succeeds, every 200 ms for at most 30 s, and
+// returns its last error.
+func for30s(f func() error) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
