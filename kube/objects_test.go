@@ -73,7 +73,22 @@ func TestObjects(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	// The watch syncs: from then on a Get makes no read.
+	for {
+		before := countActions(client, "get", "configmaps")
+		if _, err := o.GetConfigMap(ctx, "default", "cfg"); err != nil {
+			t.Fatal(err)
+		}
+		if countActions(client, "get", "configmaps") == before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the watch of the configMap never synced: every Get still reads")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	// Once the watch has synced, Gets make no request and see changes.
+	gets := countActions(client, "get", "configmaps")
 	cm2 := cm.DeepCopy()
 	cm2.Data["k"] = "v2"
 	if _, err := client.CoreV1().ConfigMaps("default").Update(ctx, cm2, metav1.UpdateOptions{}); err != nil {
@@ -92,7 +107,6 @@ func TestObjects(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	gets := countActions(client, "get", "configmaps")
 	for range 10 {
 		if _, err := o.GetConfigMap(ctx, "default", "cfg"); err != nil {
 			t.Fatal(err)
