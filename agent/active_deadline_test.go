@@ -1,7 +1,9 @@
 package agent_test
 
 import (
+	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/fakecri"
 )
 
 // deadlineAgent runs an agent on fakecri and the fake clock, with a
@@ -24,9 +27,17 @@ func deadlineAgent(t *testing.T) (f *fidelity, clk *clocktesting.FakeClock, even
 // when not nil.
 func apiAgent(t *testing.T, edit func(*agent.Config)) (f *fidelity, clk *clocktesting.FakeClock, events *eventLog, step func(name, what string, cond func(v1.PodStatus) bool) v1.PodStatus) {
 	t.Helper()
+	f, clk, events, step, _ = apiAgentOn(t, newFake(t), t.TempDir(), edit)
+	return f, clk, events, step
+}
+
+// apiAgentOn is apiAgent on the given runtime and directory (logs and pod
+// directories), with a stop function that ends the agent and waits for
+// it (also called at the test's end), so that a test can run a second
+// agent where the first ran.
+func apiAgentOn(t *testing.T, fake *fakecri.Runtime, dir string, edit func(*agent.Config)) (f *fidelity, clk *clocktesting.FakeClock, events *eventLog, step func(name, what string, cond func(v1.PodStatus) bool) v1.PodStatus, stop func()) {
+	t.Helper()
 	clk = clocktesting.NewFakeClock(time.Now())
-	fake := newFake(t)
-	dir := t.TempDir()
 	events = &eventLog{}
 	f = &fidelity{t: t, fake: fake, api: podsource.NewChannel("api", 16), history: &history{}}
 	cfg := agent.Config{
@@ -42,7 +53,19 @@ func apiAgent(t *testing.T, edit func(*agent.Config)) (f *fidelity, clk *clockte
 	if err != nil {
 		t.Fatal(err)
 	}
-	runUntilCleanup(t, a)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("agent: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	f.send(podsource.SET)
 	step = func(name, what string, cond func(v1.PodStatus) bool) v1.PodStatus {
 		t.Helper()
@@ -55,7 +78,7 @@ func apiAgent(t *testing.T, edit func(*agent.Config)) (f *fidelity, clk *clockte
 		}, func() string { return f.history.describe(name) })
 		return got
 	}
-	return f, clk, events, step
+	return f, clk, events, step, stop
 }
 
 func phaseRunning(s v1.PodStatus) bool { return s.Phase == v1.PodRunning }

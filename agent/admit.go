@@ -60,6 +60,7 @@ func (a *Agent) addPods(pods []*v1.Pod) {
 			others = append(others, a.allocatedPod(p))
 		}
 	}
+	var resizes []*v1.Pod
 	for _, p := range pods {
 		a.remember([]*v1.Pod{p})
 		switch {
@@ -68,19 +69,29 @@ func (a *Agent) addPods(pods []*v1.Pod) {
 		case !terminal(p.Status.Phase) && a.ShuttingDown():
 			a.reject(p, ShutdownRejectReason, ShutdownRejectMessage)
 		case !terminal(p.Status.Phase):
-			res := a.admit.Admit(admission.Attributes{Pod: p, OtherPods: others, Node: node})
+			// Admitted with what an earlier run allocated to it, if any:
+			// a resize its spec asks for is decided on after.
+			admitted := a.restoredPod(p)
+			res := a.admit.Admit(admission.Attributes{Pod: admitted, OtherPods: others, Node: node})
 			switch {
 			case !res.Admit:
 				a.reject(p, res.Reason, res.Message)
 			case res.Preemption != nil:
 				a.preempt(p, res.Preemption)
-				a.allocate(p)
-				others = append(without(others, res.Preemption.Pods), p)
+				others = append(without(others, res.Preemption.Pods), admitted)
 			default:
-				a.allocate(p)
-				others = append(others, p)
+				others = append(others, admitted)
+			}
+			if res.Admit && a.allocate(p) {
+				resizes = append(resizes, p)
 			}
 		}
+	}
+	// Kept before the pods' first syncs; then the resizes their specs
+	// ask for beyond what an earlier run allocated.
+	a.saveAllocations()
+	a.handleResizes(resizes)
+	for _, p := range pods {
 		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
 	}
 }

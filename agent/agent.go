@@ -57,7 +57,8 @@ type Agent struct {
 	stats   server.StatsProvider
 	gcMu    sync.Mutex // one container collection at a time
 
-	// mu guards pods, reasons, told, failed, resizes, stopping and rtErr.
+	// mu guards pods, reasons, told, failed, resizes, restored,
+	// allocGen, stopping and rtErr.
 	mu      sync.Mutex
 	pods    map[types.UID]*v1.Pod // the desired pods, by UID
 	reasons map[types.UID]map[string]status.Reason
@@ -65,6 +66,16 @@ type Agent struct {
 	rtErr   error                      // the runtime's last Status verdict
 	failed  map[types.UID]failure      // pods the agent failed itself: rejected, evicted or shut down
 	resizes map[types.UID]*resizeState // the admitted pods' allocations and resizes
+	// restored holds the allocations read from Config.AllocationCheckpoint
+	// that no pod has claimed yet; allocGen counts the changes of
+	// resizes' and restored's allocations, which saveAllocations writes.
+	restored map[types.UID]allocation
+	allocGen uint64
+	// ckptMu orders the checkpoint's writes; it guards ckptSum and
+	// ckptGen, the checksum and allocGen of the last one written.
+	ckptMu  sync.Mutex
+	ckptSum string
+	ckptGen uint64
 	// stopping holds the channels Shutdown waits on, closed once the
 	// pod's worker has stopped its containers.
 	stopping map[types.UID]chan struct{}
@@ -211,6 +222,9 @@ func New(cfg Config) (*Agent, error) {
 // left running in the runtime, as the kubelet leaves them.
 func (a *Agent) Run(ctx context.Context) error {
 	defer a.markReady() // Addr never waits for a Run that has returned
+	if err := a.restoreAllocations(); err != nil {
+		return err
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	if a.cfg.Listen != "" {
 		lis, err := net.Listen("tcp", a.cfg.Listen)

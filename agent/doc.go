@@ -92,11 +92,20 @@
 //     runtime's message and a ResizeError event, tried again at each
 //     sync. A resize that would change the pod's QoS class is
 //     Infeasible (the API refuses it; another source may send it).
-//     Unlike the kubelet, which checkpoints its allocations, the agent
-//     keeps them in memory: one that restarts admits its pods again with
-//     their specs as they are, so a resize that was deferred is admitted
-//     (or refused) with the pod, and carried out without the resize
-//     events.
+//     With Config.AllocationCheckpoint the allocations are kept in that
+//     file (examples/node: <root-dir>/allocated_pods_state, the kubelet's
+//     name), written atomically with a checksum before the syncs that
+//     carry them out, as the kubelet checkpoints them: an agent that
+//     restarts admits its pods with what they were given, and a resize
+//     their specs ask for meanwhile is decided on as any other (a pod
+//     whose deferred resize does not fit keeps running, still Deferred).
+//     A corrupt file stops Run with an error naming it. Without it the
+//     allocations are in memory: a restarted agent admits its pods with
+//     their specs as they are, so a deferred resize is admitted (or
+//     refused, and the pod stopped) with the pod. An accepted resize
+//     that a restart interrupts is carried out by the next sync without
+//     PodResizeInProgress or its events: what the runtime applied is not
+//     kept (the kubelet keeps it in actuated_pods_state).
 //
 // Handler is the node server of package server over the agent: /healthz
 // (runtime ready and PLEG current), /pods (a v1.PodList with statuses, as

@@ -99,13 +99,38 @@ func (al allocation) apply(pod *v1.Pod) *v1.Pod {
 	return p
 }
 
-// allocate records the pod's resources as allocated, at its admission.
-func (a *Agent) allocate(pod *v1.Pod) {
+// allocate records the pod's resources as allocated, at its admission:
+// those an earlier run allocated to it (Config.AllocationCheckpoint), else
+// its spec's. It reports whether the pod's spec asks for other resources
+// than it was so given: a resize to decide on.
+func (a *Agent) allocate(pod *v1.Pod) (resize bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, ok := a.resizes[pod.UID]; !ok {
-		a.resizes[pod.UID] = &resizeState{alloc: allocationOf(pod)}
+	st, ok := a.resizes[pod.UID]
+	if !ok {
+		al, restored := a.restored[pod.UID]
+		if restored {
+			delete(a.restored, pod.UID)
+		} else {
+			al = allocationOf(pod)
+		}
+		st = &resizeState{alloc: al}
+		a.resizes[pod.UID] = st
+		a.allocationsChanged()
 	}
+	return !st.alloc.matches(pod)
+}
+
+// restoredPod is the pod with the resources an earlier run allocated to
+// it, if it did: what the pod is admitted with.
+func (a *Agent) restoredPod(pod *v1.Pod) *v1.Pod {
+	a.mu.Lock()
+	al, ok := a.restored[pod.UID]
+	a.mu.Unlock()
+	if !ok {
+		return pod
+	}
+	return al.apply(pod)
 }
 
 // allocatedPod is the pod as it was allocated: the pod itself unless a
@@ -205,6 +230,7 @@ func (a *Agent) handleResizes(pods []*v1.Pod) []*v1.Pod {
 		}
 		a.mu.Lock()
 		st.alloc = allocationOf(p)
+		a.allocationsChanged()
 		st.pending = nil
 		st.inProgress = &status.Reason{}
 		st.seq++
@@ -219,6 +245,8 @@ func (a *Agent) handleResizes(pods []*v1.Pod) []*v1.Pod {
 		a.cfg.Events(p, v1.EventTypeNormal, ReasonResizeStarted, "Pod resize started: "+resizeEventJSON(p, p.Generation, ""))
 		changed = append(changed, p)
 	}
+	// Kept before the syncs that carry the accepted ones out.
+	a.saveAllocations()
 	return changed
 }
 
@@ -292,13 +320,6 @@ func (a *Agent) resizeSynced(pod *v1.Pod, seq int, res *runtime.SyncResult, obs 
 		return true
 	}
 	return false
-}
-
-// forgetResize drops a pod's allocation.
-func (a *Agent) forgetResize(uid types.UID) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.resizes, uid)
 }
 
 // resizeEventJSON is the body of a resize event, the kubelet's: the

@@ -48,8 +48,11 @@ func (a *Agent) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
 		delete(a.pods, p.UID)
 		delete(a.told, p.UID)
 		delete(a.resizes, p.UID)
+		delete(a.restored, p.UID)
 	}
+	a.allocationsChanged()
 	a.mu.Unlock()
+	a.saveAllocations()
 	for _, p := range pods {
 		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
 	}
@@ -123,6 +126,15 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 	for _, p := range a.merger.Pods() {
 		want[p.UID] = true
 	}
+	// Allocations restored for pods no source has any more.
+	a.mu.Lock()
+	for uid := range a.restored {
+		if !want[uid] {
+			delete(a.restored, uid)
+			a.allocationsChanged()
+		}
+	}
+	a.mu.Unlock()
 	// Orphans: pods the runtime runs (as the PLEG's cache, kept current by
 	// relists or the event stream, shows) that no source wants.
 	live := map[types.UID]bool{}
@@ -161,10 +173,14 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 			delete(a.reasons, uid)
 			delete(a.told, uid)
 			delete(a.failed, uid)
-			delete(a.resizes, uid)
+			if _, ok := a.resizes[uid]; ok {
+				delete(a.resizes, uid)
+				a.allocationsChanged()
+			}
 			a.mu.Unlock()
 		}
 	}
+	a.saveAllocations()
 	return nil
 }
 

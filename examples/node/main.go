@@ -19,7 +19,8 @@
 //	                              as the kubelet does: no Node, statuses on /pods, and
 //	                              the server's webhooks off (authentication.webhook.enabled
 //	                              false and authorization.mode AlwaysAllow when HTTPS)
-//	--root-dir                    state directory (pods/ under it); default /var/lib/kubelet
+//	--root-dir                    state directory (pods/ and the pods' allocations,
+//	                              allocated_pods_state, under it); default /var/lib/kubelet
 //	--hostname-override           the node's name; default the host name, lower-cased
 //	--node-ip                     comma-separated node addresses (InternalIP)
 //	--container-runtime-endpoint  the CRI socket; overrides containerRuntimeEndpoint
@@ -450,6 +451,9 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 			return err
 		}
 	}
+	if err := os.MkdirAll(o.rootDir, 0o750); err != nil {
+		return fmt.Errorf("--root-dir: %w", err)
+	}
 
 	rt, err := criclient.DialWait(ctx, s.endpoint, o.clock, log)
 	if err != nil {
@@ -498,7 +502,8 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	}
 	cfg := agent.Config{
 		NodeName: name, NodeIPs: ipStrings,
-		Allocatable: allocatable, NodeTaints: s.taints, Eviction: s.eviction, ImageGC: s.imageGC, Shutdown: s.shutdown,
+		Allocatable: allocatable, AllocationCheckpoint: filepath.Join(o.rootDir, "allocated_pods_state"),
+		NodeTaints: s.taints, Eviction: s.eviction, ImageGC: s.imageGC, Shutdown: s.shutdown,
 		ContainerLogMaxSize: s.logMaxSize, ContainerLogMaxFiles: s.logMaxFiles,
 		ContainerLogMaxWorkers: s.logMaxWorkers, ContainerLogMonitorInterval: s.logMonitorInterval,
 		RuntimeService: rt, ImageService: rt,

@@ -1,0 +1,182 @@
+package agent
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// allocationFile is Config.AllocationCheckpoint on disk: the admitted
+// pods' allocations, by UID, and a checksum of them, so that a file
+// written in part or edited is told from one the agent wrote.
+type allocationFile struct {
+	Pods     map[types.UID]allocationEntry `json:"pods"`
+	Checksum string                        `json:"checksum"`
+}
+
+// allocationEntry is one pod's allocation: its containers' resources by
+// name (init containers included) and its spec.resources.
+type allocationEntry struct {
+	Containers map[string]v1.ResourceRequirements `json:"containers,omitempty"`
+	Pod        *v1.ResourceRequirements           `json:"pod,omitempty"`
+}
+
+// allocationChecksum is the SHA-256 of the entries' JSON (map keys
+// sorted, so the same entries always give the same sum).
+func allocationChecksum(pods map[types.UID]allocationEntry) (string, []byte, error) {
+	b, err := json.Marshal(pods)
+	if err != nil {
+		return "", nil, err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), b, nil
+}
+
+// readAllocations reads the allocations kept in path. A missing file is
+// none; a file that does not parse or whose checksum does not match is
+// an error, as the kubelet refuses a corrupt allocation checkpoint: the
+// pods would otherwise run with resources they were never given.
+func readAllocations(path string) (map[types.UID]allocation, string, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("reading the allocation checkpoint: %w", err)
+	}
+	var f allocationFile
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, "", fmt.Errorf("allocation checkpoint %s is corrupt (%v); drain the node and remove the file", path, err)
+	}
+	sum, _, err := allocationChecksum(f.Pods)
+	if err != nil {
+		return nil, "", err
+	}
+	if sum != f.Checksum {
+		return nil, "", fmt.Errorf("allocation checkpoint %s is corrupt (checksum %q, its content sums to %q); drain the node and remove the file", path, f.Checksum, sum)
+	}
+	out := make(map[types.UID]allocation, len(f.Pods))
+	for uid, e := range f.Pods {
+		al := allocation{containers: e.Containers, pod: e.Pod}
+		if al.containers == nil {
+			al.containers = map[string]v1.ResourceRequirements{}
+		}
+		out[uid] = al
+	}
+	return out, sum, nil
+}
+
+// writeAllocations replaces path with the allocations, atomically (a
+// synced temporary file renamed over it), unless they sum to last, the
+// checksum of what the file already holds. It returns the new checksum.
+func writeAllocations(path string, allocs map[types.UID]allocation, last string) (string, error) {
+	pods := make(map[types.UID]allocationEntry, len(allocs))
+	for uid, al := range allocs {
+		pods[uid] = allocationEntry{Containers: al.containers, Pod: al.pod}
+	}
+	sum, body, err := allocationChecksum(pods)
+	if err != nil {
+		return last, err
+	}
+	if sum == last {
+		return last, nil
+	}
+	b, err := json.Marshal(struct {
+		Pods     json.RawMessage `json:"pods"`
+		Checksum string          `json:"checksum"`
+	}{body, sum})
+	if err != nil {
+		return last, err
+	}
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return last, fmt.Errorf("writing the allocation checkpoint: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // gone once renamed; left only on failure
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return last, fmt.Errorf("writing the allocation checkpoint: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return last, fmt.Errorf("writing the allocation checkpoint: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return last, fmt.Errorf("writing the allocation checkpoint: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return last, fmt.Errorf("writing the allocation checkpoint: %w", err)
+	}
+	return sum, nil
+}
+
+// restoreAllocations reads Config.AllocationCheckpoint, once, before the
+// agent handles any pod: the allocations of the pods an earlier run
+// admitted, which they are admitted with again.
+func (a *Agent) restoreAllocations() error {
+	if a.cfg.AllocationCheckpoint == "" {
+		return nil
+	}
+	allocs, sum, err := readAllocations(a.cfg.AllocationCheckpoint)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	a.ckptMu.Lock()
+	a.ckptSum = sum
+	a.ckptMu.Unlock()
+	a.mu.Lock()
+	a.restored = allocs
+	a.mu.Unlock()
+	if len(allocs) > 0 {
+		a.log.V(2).Info("restored pod allocations", "pods", len(allocs), "file", a.cfg.AllocationCheckpoint)
+	}
+	return nil
+}
+
+// allocationsChanged records a change of the allocations (a.mu held).
+func (a *Agent) allocationsChanged() { a.allocGen++ }
+
+// saveAllocations writes the admitted pods' allocations, and those
+// restored and not yet claimed, to Config.AllocationCheckpoint when they
+// changed since the last write. It is called after a batch of changes,
+// before the syncs that carry them out; a failed write is logged and
+// made again at the next call (housekeeping makes one every period).
+// It must not be called with a.mu held.
+func (a *Agent) saveAllocations() {
+	if a.cfg.AllocationCheckpoint == "" {
+		return
+	}
+	a.ckptMu.Lock()
+	defer a.ckptMu.Unlock()
+	a.mu.Lock()
+	gen := a.allocGen
+	if gen == a.ckptGen {
+		a.mu.Unlock()
+		return
+	}
+	allocs := make(map[types.UID]allocation, len(a.resizes)+len(a.restored))
+	for uid, al := range a.restored {
+		allocs[uid] = al
+	}
+	for uid, st := range a.resizes {
+		allocs[uid] = st.alloc
+	}
+	a.mu.Unlock()
+	sum, err := writeAllocations(a.cfg.AllocationCheckpoint, allocs, a.ckptSum)
+	if err != nil {
+		a.log.Error(err, "saving the pods' allocations failed; trying again at the next change or housekeeping", "file", a.cfg.AllocationCheckpoint)
+		return
+	}
+	a.ckptSum, a.ckptGen = sum, gen
+}
