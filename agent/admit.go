@@ -60,7 +60,6 @@ func (a *Agent) addPods(pods []*v1.Pod) {
 			others = append(others, a.allocatedPod(p))
 		}
 	}
-	var resizes []*v1.Pod
 	for _, p := range pods {
 		a.remember([]*v1.Pod{p})
 		switch {
@@ -83,17 +82,14 @@ func (a *Agent) addPods(pods []*v1.Pod) {
 				others = append(others, admitted)
 			}
 			if res.Admit && a.allocate(p) {
-				resizes = append(resizes, p)
+				// A resize its spec asks for beyond what an earlier run
+				// allocated, decided on before its first sync.
+				a.handleResizes([]*v1.Pod{p})
 			}
 		}
-	}
-	// Kept before the pods' first syncs; then the resizes their specs
-	// ask for beyond what an earlier run allocated.
-	a.saveAllocations()
-	a.handleResizes(resizes)
-	for _, p := range pods {
 		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
 	}
+	a.saveAllocations() // once per batch
 }
 
 // activePods are the desired pods that hold resources: not known to be
@@ -122,6 +118,11 @@ func (a *Agent) activePods() []*v1.Pod {
 			continue
 		}
 		if s, ok := a.status.GetPodStatus(uid); ok && terminal(s.Phase) && !a.workers.IsPodTerminationRequested(uid) {
+			continue
+		}
+		// A pod its source says finished (a restarted agent's Succeeded
+		// Job pods), as the kubelet's isAdmittedPodTerminal.
+		if terminal(c.pod.Status.Phase) && !a.workers.IsPodTerminationRequested(uid) {
 			continue
 		}
 		out = append(out, c.pod)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -15,11 +16,12 @@ import (
 )
 
 // allocationFile is Config.AllocationCheckpoint on disk: the admitted
-// pods' allocations, by UID, and a checksum of them, so that a file
-// written in part or edited is told from one the agent wrote.
+// pods' allocations, by UID (a map of allocationEntry), and the SHA-256
+// of those bytes as written, so that a file written in part or edited is
+// told from one the agent wrote, whatever version of the agent reads it.
 type allocationFile struct {
-	Pods     map[types.UID]allocationEntry `json:"pods"`
-	Checksum string                        `json:"checksum"`
+	Pods     json.RawMessage `json:"pods"`
+	Checksum string          `json:"checksum"`
 }
 
 // allocationEntry is one pod's allocation: its containers' resources by
@@ -29,15 +31,9 @@ type allocationEntry struct {
 	Pod        *v1.ResourceRequirements           `json:"pod,omitempty"`
 }
 
-// allocationChecksum is the SHA-256 of the entries' JSON (map keys
-// sorted, so the same entries always give the same sum).
-func allocationChecksum(pods map[types.UID]allocationEntry) (string, []byte, error) {
-	b, err := json.Marshal(pods)
-	if err != nil {
-		return "", nil, err
-	}
+func checksumOf(b []byte) string {
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), b, nil
+	return hex.EncodeToString(sum[:])
 }
 
 // readAllocations reads the allocations kept in path. A missing file is
@@ -52,21 +48,30 @@ func readAllocations(path string) (map[types.UID]allocation, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("reading the allocation checkpoint: %w", err)
 	}
+	corrupt := func(why string) error {
+		return fmt.Errorf("allocation checkpoint %s is corrupt (%s); drain the node and remove the file", path, why)
+	}
 	var f allocationFile
 	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		return nil, "", fmt.Errorf("allocation checkpoint %s is corrupt (%v); drain the node and remove the file", path, err)
+		return nil, "", corrupt(err.Error())
 	}
-	sum, _, err := allocationChecksum(f.Pods)
-	if err != nil {
-		return nil, "", err
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, "", corrupt("data after the checkpoint")
 	}
+	if len(f.Pods) == 0 {
+		return nil, "", corrupt("no pods field")
+	}
+	sum := checksumOf(f.Pods)
 	if sum != f.Checksum {
-		return nil, "", fmt.Errorf("allocation checkpoint %s is corrupt (checksum %q, its content sums to %q); drain the node and remove the file", path, f.Checksum, sum)
+		return nil, "", corrupt(fmt.Sprintf("checksum %q, its pods sum to %q", f.Checksum, sum))
 	}
-	out := make(map[types.UID]allocation, len(f.Pods))
-	for uid, e := range f.Pods {
+	var pods map[types.UID]allocationEntry
+	if err := json.Unmarshal(f.Pods, &pods); err != nil {
+		return nil, "", corrupt(err.Error())
+	}
+	out := make(map[types.UID]allocation, len(pods))
+	for uid, e := range pods {
 		al := allocation{containers: e.Containers, pod: e.Pod}
 		if al.containers == nil {
 			al.containers = map[string]v1.ResourceRequirements{}
@@ -84,17 +89,15 @@ func writeAllocations(path string, allocs map[types.UID]allocation, last string)
 	for uid, al := range allocs {
 		pods[uid] = allocationEntry{Containers: al.containers, Pod: al.pod}
 	}
-	sum, body, err := allocationChecksum(pods)
+	body, err := json.Marshal(pods) // map keys sorted: the same entries, the same bytes
 	if err != nil {
 		return last, err
 	}
+	sum := checksumOf(body)
 	if sum == last {
 		return last, nil
 	}
-	b, err := json.Marshal(struct {
-		Pods     json.RawMessage `json:"pods"`
-		Checksum string          `json:"checksum"`
-	}{body, sum})
+	b, err := json.Marshal(allocationFile{Pods: body, Checksum: sum})
 	if err != nil {
 		return last, err
 	}
@@ -127,6 +130,9 @@ func writeAllocations(path string, allocs map[types.UID]allocation, last string)
 func (a *Agent) restoreAllocations() error {
 	if a.cfg.AllocationCheckpoint == "" {
 		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(a.cfg.AllocationCheckpoint), 0o750); err != nil {
+		return fmt.Errorf("agent: the allocation checkpoint's directory: %w", err)
 	}
 	allocs, sum, err := readAllocations(a.cfg.AllocationCheckpoint)
 	if err != nil {

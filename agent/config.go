@@ -99,11 +99,12 @@ type Config struct {
 	// AllocationCheckpoint is a file in which the agent keeps what it
 	// allocated to each admitted pod (its containers' requests and limits
 	// and its spec.resources, as admitted or as last resized), as the
-	// kubelet keeps allocated_pods_state in its root directory: an agent
+	// kubelet keeps allocated_pods_state in its root directory (the format
+	// is nodekit's own: give it another name than the kubelet's): an agent
 	// that restarts admits its pods again with what they were given, not
 	// with a resize their spec asks for meanwhile, which it then decides
-	// on as any other. Run refuses to start on a corrupt file, naming it.
-	// Default: "", allocations in memory only.
+	// on as any other. Run creates its directory, and refuses to start on
+	// a corrupt file, naming it. Default: "", allocations in memory only.
 	AllocationCheckpoint string
 
 	// NodeLabels are the node's labels, which spec.nodeSelector and

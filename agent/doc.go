@@ -93,13 +93,16 @@
 //     sync. A resize that would change the pod's QoS class is
 //     Infeasible (the API refuses it; another source may send it).
 //     With Config.AllocationCheckpoint the allocations are kept in that
-//     file (examples/node: <root-dir>/allocated_pods_state, the kubelet's
-//     name), written atomically with a checksum before the syncs that
-//     carry them out, as the kubelet checkpoints them: an agent that
-//     restarts admits its pods with what they were given, and a resize
-//     their specs ask for meanwhile is decided on as any other (a pod
-//     whose deferred resize does not fit keeps running, still Deferred).
-//     A corrupt file stops Run with an error naming it. Without it the
+//     file (examples/node: <root-dir>/nodekit_allocation_state), as the
+//     kubelet checkpoints them: written atomically, with a checksum, once
+//     per batch of admitted pods and when a resize is accepted, before
+//     its sync; removals and a write that failed (logged) are written at
+//     the next housekeeping. An agent that restarts admits its pods with
+//     what they were given, and a resize their specs ask for meanwhile
+//     is decided on as any other (a pod whose deferred resize does not
+//     fit keeps running, still Deferred); entries of pods no source has
+//     any more go once every source has been seen. A corrupt file stops
+//     Run with an error naming it. Without it the
 //     allocations are in memory: a restarted agent admits its pods with
 //     their specs as they are, so a deferred resize is admitted (or
 //     refused, and the pod stopped) with the pod. An accepted resize

@@ -47,12 +47,16 @@ func (a *Agent) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
 	for _, p := range pods {
 		delete(a.pods, p.UID)
 		delete(a.told, p.UID)
-		delete(a.resizes, p.UID)
-		delete(a.restored, p.UID)
+		_, admitted := a.resizes[p.UID]
+		_, restored := a.restored[p.UID]
+		if admitted || restored {
+			delete(a.resizes, p.UID)
+			delete(a.restored, p.UID)
+			// Written at the next housekeeping, not once per removal.
+			a.allocationsChanged()
+		}
 	}
-	a.allocationsChanged()
 	a.mu.Unlock()
-	a.saveAllocations()
 	for _, p := range pods {
 		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
 	}
@@ -86,6 +90,9 @@ func (a *Agent) HandlePodSyncs(_ context.Context, pods []*v1.Pod) {
 // forgets statuses of finished pods. Dead containers are collected on
 // their own goroutine (runContainerGC).
 func (a *Agent) HandlePodCleanups(ctx context.Context) error {
+	// The allocations' changes not yet written (removals, re-created
+	// pods, a write that failed) are written once per housekeeping.
+	defer a.saveAllocations()
 	a.mu.Lock()
 	desired := make([]*v1.Pod, 0, len(a.pods))
 	want := make(map[types.UID]bool, len(a.pods))
@@ -180,7 +187,6 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 			a.mu.Unlock()
 		}
 	}
-	a.saveAllocations()
 	return nil
 }
 

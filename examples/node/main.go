@@ -20,7 +20,7 @@
 //	                              the server's webhooks off (authentication.webhook.enabled
 //	                              false and authorization.mode AlwaysAllow when HTTPS)
 //	--root-dir                    state directory (pods/ and the pods' allocations,
-//	                              allocated_pods_state, under it); default /var/lib/kubelet
+//	                              nodekit_allocation_state, under it); default /var/lib/kubelet
 //	--hostname-override           the node's name; default the host name, lower-cased
 //	--node-ip                     comma-separated node addresses (InternalIP)
 //	--container-runtime-endpoint  the CRI socket; overrides containerRuntimeEndpoint
@@ -502,7 +502,7 @@ func run(ctx context.Context, o options, errOut io.Writer) error {
 	}
 	cfg := agent.Config{
 		NodeName: name, NodeIPs: ipStrings,
-		Allocatable: allocatable, AllocationCheckpoint: filepath.Join(o.rootDir, "allocated_pods_state"),
+		Allocatable: allocatable, AllocationCheckpoint: filepath.Join(o.rootDir, "nodekit_allocation_state"),
 		NodeTaints: s.taints, Eviction: s.eviction, ImageGC: s.imageGC, Shutdown: s.shutdown,
 		ContainerLogMaxSize: s.logMaxSize, ContainerLogMaxFiles: s.logMaxFiles,
 		ContainerLogMaxWorkers: s.logMaxWorkers, ContainerLogMonitorInterval: s.logMonitorInterval,
