@@ -9,6 +9,9 @@
 #   bin/kube-scheduler, bin/kube-controller-manager, bin/kubectl
 #   bin/agnhost, bin/nnp         static test-image programs
 #   images/*.tar                 OCI archives of the stand-in test images
+#   bin/kubelet                  k8s.io/kubernetes/cmd/kubelet, only with
+#                                NODEKIT_CONFORMANCE_KUBELET=1 (run.sh
+#                                --kubelet)
 #
 # etcd and kube-apiserver come from hack/kube/install.sh (its cache,
 # ${NODEKIT_TOOLS:-$HOME/.cache/nodekit/tools}); a build of them that
@@ -77,6 +80,9 @@ build nnp go build -trimpath -ldflags "-s -w" -o "$cache/bin/.nnp.tmp" k8s.io/ku
 build kubectl go build -p "$p" -trimpath -ldflags "$ldflags" -o "$cache/bin/.kubectl.tmp" k8s.io/kubernetes/cmd/kubectl
 build kube-scheduler go build -p "$p" -trimpath -ldflags "$ldflags" -o "$cache/bin/.kube-scheduler.tmp" k8s.io/kubernetes/cmd/kube-scheduler
 build kube-controller-manager go build -p "$p" -trimpath -ldflags "$ldflags" -o "$cache/bin/.kube-controller-manager.tmp" k8s.io/kubernetes/cmd/kube-controller-manager
+if [ -n "${NODEKIT_CONFORMANCE_KUBELET:-}" ]; then
+	build kubelet go build -p "$p" -trimpath -ldflags "$ldflags" -o "$cache/bin/.kubelet.tmp" k8s.io/kubernetes/cmd/kubelet
+fi
 
 "$here/images.sh" "$cache"
 

@@ -10,6 +10,7 @@
 #      as node "localhost" with a KubeletConfiguration and a kubeconfig;
 #      waits (bounded) for the Node to be Ready
 #   3. runs the specs with ginkgo in parallel, bounded by --timeout
+#      (with --kubelet the upstream kubelet in its place)
 #   4. writes RESULTS/specs.tsv (spec, area, status, first failure line)
 #      and RESULTS/summary.md (counts per area, failures), copies the
 #      components' logs to RESULTS/logs, and stops everything it started,
@@ -17,7 +18,7 @@
 #
 # usage: run.sh [--focus REGEX] [--subset] [--slow] [--all] [--procs N]
 #               [--timeout MINUTES] [--results DIR] [--build-only]
-#               [--require-pass]
+#               [--require-pass] [--kubelet]
 #
 #   --focus REGEX    only the specs whose full text matches REGEX
 #   --subset         only the SUBSET below (about 20 specs, a few minutes)
@@ -33,6 +34,12 @@
 #   --build-only     build, then stop
 #   --require-pass   exit 1 unless every selected spec ran and passed
 #                    (make test runs the subset so)
+#   --kubelet        run the upstream kubelet v1.37.2 (built by build.sh)
+#                    as the node instead of examples/node, with the same
+#                    flags and KubeletConfiguration, to tell a nodekit
+#                    failure from one of this machine or the stand-in
+#                    images; see kubelet-ns.sh for what keeps it from
+#                    changing the host
 #
 # Environment: NODEKIT_CONFORMANCE_CACHE (the build cache, default
 # ~/.cache/nodekit/conformance), NODEKIT_CONFORMANCE_DIR (scratch, default
@@ -92,6 +99,7 @@ timeout_min=60
 results=
 build_only=
 require_pass=
+kubelet=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--focus) focus=${2:?--focus needs a REGEX}; shift 2 ;;
@@ -103,6 +111,7 @@ while [ $# -gt 0 ]; do
 	--results) results=${2:?--results needs DIR}; shift 2 ;;
 	--build-only) build_only=1; shift ;;
 	--require-pass) require_pass=1; shift ;;
+	--kubelet) kubelet=1; shift ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
 	*) echo "conformance: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
@@ -116,7 +125,7 @@ n() { nice -n "$niceness" "$@"; }
 # 1. Build.
 "$repo/hack/e2e/install.sh"
 build_start=$(date +%s)
-cache=$("$here/build.sh" | tail -n 1)
+cache=$(NODEKIT_CONFORMANCE_KUBELET=$kubelet "$here/build.sh" | tail -n 1)
 tools=${NODEKIT_TOOLS:-$HOME/.cache/nodekit/tools}
 log "tools ready in $(($(date +%s) - build_start)) s: $cache/bin, $tools"
 [ -z "$build_only" ] || exit 0
@@ -137,6 +146,29 @@ remove_cgroups() {
 		[ -d "$h$cgroup_root" ] || continue
 		find "$h$cgroup_root" -depth -type d -exec rmdir {} + 2>/dev/null || true
 	done
+}
+
+# unmount_scratch unmounts what is mounted under the scratch directory
+# (the node's volumes), deepest first, so that it can be removed.
+unmount_scratch() {
+	awk -v d="$scratch" 'index($2, d "/") == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do
+		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+	done
+}
+
+# The upstream kubelet (--kubelet) writes where no flag moves it: the
+# links to its pods' logs in /var/log/containers and the device plugins'
+# socket directory under /var/lib/kubelet. Links into the scratch
+# directory are removed (also those of a run that was killed), and
+# /var/lib/kubelet if this run created it.
+kubelet_var_created=
+clean_kubelet_host() {
+	if [ -d /var/log/containers ]; then
+		find /var/log/containers -maxdepth 1 -type l -lname "$scratch/*" -delete 2>/dev/null || true
+	fi
+	if [ -n "$kubelet_var_created" ]; then
+		rm -rf /var/lib/kubelet
+	fi
 }
 
 # Everything started is recorded in $scratch/pids and stopped by the
@@ -175,10 +207,8 @@ stop_all() {
 	cp "$scratch/containerd/logs/containerd.log" "$results/logs/" 2>/dev/null || true
 	"$repo/hack/e2e/down.sh" "$scratch/containerd" || true
 	remove_cgroups
-	# Volumes the node mounted under its root directory, deepest first.
-	awk -v d="$scratch" 'index($2, d "/") == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do
-		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
-	done
+	clean_kubelet_host
+	unmount_scratch
 	rm -rf "$scratch"
 	log "results in $results"
 	exit "$rc"
@@ -195,6 +225,8 @@ if [ -f "$scratch/pids" ]; then
 fi
 "$repo/hack/e2e/down.sh" "$scratch/containerd" || true
 remove_cgroups
+clean_kubelet_host
+unmount_scratch
 rm -rf "$scratch"
 mkdir -p "$scratch"/{logs,pki,etcd,apiserver,node,bin}
 trap stop_all EXIT INT TERM
@@ -359,12 +391,18 @@ while read -r name file; do
 	log "imported $name"
 done <"$cache/images/list"
 
-# The node: examples/node, built from this tree, started as the kubelet.
-(cd "$repo" && n go build -o "$scratch/bin/node" ./examples/node)
-# The commit the node was built from (the report names it; the tree may
-# move on while the suite runs), with "+changes" for uncommitted ones.
-node_commit=$(cd "$repo" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
-[ -z "$(cd "$repo" && git status --porcelain --untracked-files=no 2>/dev/null)" ] || node_commit+="+changes"
+# The node: examples/node, built from this tree, started as the kubelet
+# (or, with --kubelet, the kubelet itself).
+if [ -n "$kubelet" ]; then
+	node_desc="the upstream kubelet v1.37.2"
+else
+	(cd "$repo" && n go build -o "$scratch/bin/node" ./examples/node)
+	# The commit the node was built from (the report names it; the tree
+	# may move on while the suite runs), "+changes" for uncommitted ones.
+	node_commit=$(cd "$repo" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
+	[ -z "$(cd "$repo" && git status --porcelain --untracked-files=no 2>/dev/null)" ] || node_commit+="+changes"
+	node_desc="nodekit's examples/node ($node_commit)"
+fi
 cat >"$scratch/node/config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -390,9 +428,43 @@ clusterDomain: cluster.local
 failSwapOn: false
 nodeStatusUpdateFrequency: 10s
 EOF
-start node "$scratch/bin/node" --config "$scratch/node/config.yaml" --kubeconfig "$scratch/node.kubeconfig" \
-	--root-dir "$scratch/node/root" --hostname-override "$node_name" --node-ip 127.0.0.1 \
-	--container-runtime-endpoint "unix://$scratch/containerd/containerd.sock" --v 2
+node_args=(--config "$scratch/node/config.yaml" --kubeconfig "$scratch/node.kubeconfig"
+	--root-dir "$scratch/node/root" --hostname-override "$node_name"
+	--container-runtime-endpoint "unix://$scratch/containerd/containerd.sock" --v 2)
+if [ -n "$kubelet" ]; then
+	# The kubelet refuses a loopback --node-ip (the Node then has no
+	# address at all, not even its Hostname, and the API server cannot
+	# reach it): without the flag it takes the host's default address.
+	# What the kubelet needs beyond the node's configuration, on this
+	# machine: to run on cgroup v1 at all (it refuses by default since
+	# v1.35), and to leave the host's iptables alone (its chains are for
+	# other components; the node makes none either).
+	cat >>"$scratch/node/config.yaml" <<EOF
+failCgroupV1: false
+makeIPTablesUtilChains: false
+EOF
+	[ -e /var/lib/kubelet ] || kubelet_var_created=1
+	# The kubelet refuses a cgroupRoot missing from any hierarchy (the
+	# node makes it); cpuset's is given its parent's CPUs and memory nodes.
+	for h in /sys/fs/cgroup/*/; do
+		[ -d "$h" ] && [ ! -L "${h%/}" ] || continue
+		mkdir -p "${h%/}$cgroup_root"
+	done
+	if [ -f /sys/fs/cgroup/cpuset/cpuset.cpus ]; then
+		cat /sys/fs/cgroup/cpuset/cpuset.cpus >"/sys/fs/cgroup/cpuset$cgroup_root/cpuset.cpus"
+		cat /sys/fs/cgroup/cpuset/cpuset.mems >"/sys/fs/cgroup/cpuset$cgroup_root/cpuset.mems"
+	fi
+	# The volumes the kubelet mounts in its own mount namespace reach
+	# containerd's through the root directory made a shared mount here
+	# (the host's mounts may all be private, as on this machine).
+	mkdir -p "$scratch/node/root"
+	mount --bind "$scratch/node/root" "$scratch/node/root"
+	mount --make-shared "$scratch/node/root"
+	start node unshare -m --propagation unchanged "$here/kubelet-ns.sh" "$scratch/node/sysctl" \
+		"$cache/bin/kubelet" "${node_args[@]}"
+else
+	start node "$scratch/bin/node" "${node_args[@]}" --node-ip 127.0.0.1
+fi
 node_ready() {
 	[ "$(kubectl get node "$node_name" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')" = True ]
 }
@@ -425,7 +497,7 @@ log "suite finished in $suite_secs s (ginkgo exit $suite_rc); log in $results/gi
 
 # 4. The report.
 {
-	echo "# NodeConformance on nodekit's examples/node ($node_commit)"
+	echo "# NodeConformance on $node_desc"
 	echo
 	echo "Label filter \`$label_filter\`${focus:+, focus \`$focus\`}; $procs ginkgo processes; suite $suite_secs s (ginkgo exit $suite_rc)."
 	echo

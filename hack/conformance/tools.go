@@ -1,12 +1,19 @@
 //go:build tools
 
-// Package tools records the packages that e2e.test is built from (the
-// imports of k8s.io/kubernetes/test/e2e's test), so that "go mod tidy"
-// keeps their modules in go.mod. It is never built.
+// Package tools records the packages build.sh builds from this module
+// (e2e.test from k8s.io/kubernetes/test/e2e and the imports of its test,
+// ginkgo, the control plane, kubectl, the kubelet of run.sh --kubelet and
+// the test-image programs), so that "go mod tidy" keeps their modules in
+// go.mod. It is never built.
 package tools
 
 import (
 	_ "github.com/onsi/ginkgo/v2"
+	_ "github.com/onsi/ginkgo/v2/ginkgo"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 	_ "k8s.io/kubernetes/test/conformance/testdata"
 	_ "k8s.io/kubernetes/test/e2e"
 	_ "k8s.io/kubernetes/test/e2e/apimachinery"
@@ -36,5 +43,7 @@ import (
 	_ "k8s.io/kubernetes/test/e2e/testing-manifests"
 	_ "k8s.io/kubernetes/test/e2e/windows"
 	_ "k8s.io/kubernetes/test/fixtures"
+	_ "k8s.io/kubernetes/test/images/agnhost"
+	_ "k8s.io/kubernetes/test/images/nonewprivs"
 	_ "k8s.io/kubernetes/test/utils/ktesting/format"
 )
