@@ -36,7 +36,8 @@
 #                    (make test runs the subset so)
 #   --kubelet        run the upstream kubelet v1.37.2 (built by build.sh)
 #                    as the node instead of examples/node, with the same
-#                    flags and KubeletConfiguration, to tell a nodekit
+#                    flags (but --node-ip) and KubeletConfiguration (plus
+#                    two keys, see below), to tell a nodekit
 #                    failure from one of this machine or the stand-in
 #                    images; see kubelet-ns.sh for what keeps it from
 #                    changing the host
@@ -56,7 +57,12 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-scratch=${NODEKIT_CONFORMANCE_DIR:-/tmp/nodekit-conformance}
+scratch=$(realpath -m -- "${NODEKIT_CONFORMANCE_DIR:-/tmp/nodekit-conformance}")
+# /proc/mounts, which the clean-up matches against it, escapes blanks and
+# backslashes: such a path would leave mounts unmatched under rm -rf.
+case $scratch in
+/ | *[[:space:]\\]*) echo "conformance: unusable scratch directory '$scratch'" >&2; exit 2 ;;
+esac
 niceness=${NODEKIT_CONFORMANCE_NICE:-19}
 bridge=${NODEKIT_CONFORMANCE_BRIDGE:-nk-conf0}
 # The node's pod cgroups (<root>/kubepods/...): the run's own, as its
@@ -148,27 +154,47 @@ remove_cgroups() {
 	done
 }
 
+# mounts_under lists what is mounted under the scratch directory.
+mounts_under() { awk -v d="$scratch" 'index($2, d "/") == 1 {print $2}' /proc/mounts; }
+
 # unmount_scratch unmounts what is mounted under the scratch directory
-# (the node's volumes), deepest first, so that it can be removed.
+# (the node's volumes, hostPath subPaths among them), deepest first.
 unmount_scratch() {
-	awk -v d="$scratch" 'index($2, d "/") == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do
+	mounts_under | sort -r | while read -r m; do
 		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
 	done
 }
 
-# The upstream kubelet (--kubelet) writes where no flag moves it: the
-# links to its pods' logs in /var/log/containers and the device plugins'
-# socket directory under /var/lib/kubelet. Links into the scratch
-# directory are removed (also those of a run that was killed), and
-# /var/lib/kubelet if this run created it.
-kubelet_var_created=
+# remove_scratch removes the scratch directory, unless something is still
+# mounted under it: rm -rf would then delete what that mount shows (a
+# hostPath volume shows the host's own files).
+remove_scratch() {
+	local left
+	left=$(mounts_under)
+	if [ -n "$left" ]; then
+		log "not removing $scratch: still mounted under it: $left"
+		return 1
+	fi
+	rm -rf "$scratch"
+}
+
+# The upstream kubelet (--kubelet) writes where no flag moves it: links
+# to its pods' logs in /var/log/containers, and its device plugin socket
+# and checkpoint in /var/lib/kubelet/device-plugins. The directories it
+# would create are listed in $scratch/host-created before it starts (so
+# that the next run cleans up after one that was killed); afterwards its
+# links into the scratch directory and its two files are removed, and
+# the directories of the list, if empty.
 clean_kubelet_host() {
 	if [ -d /var/log/containers ]; then
 		find /var/log/containers -maxdepth 1 -type l -lname "$scratch/*" -delete 2>/dev/null || true
 	fi
-	if [ -n "$kubelet_var_created" ]; then
-		rm -rf /var/lib/kubelet
-	fi
+	[ -f "$scratch/host-created" ] || return 0
+	rm -f /var/lib/kubelet/device-plugins/kubelet.sock /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint
+	tac "$scratch/host-created" | while read -r d; do
+		rmdir "$d" 2>/dev/null || true
+	done
+	rm -f "$scratch/host-created"
 }
 
 # Everything started is recorded in $scratch/pids and stopped by the
@@ -209,7 +235,7 @@ stop_all() {
 	remove_cgroups
 	clean_kubelet_host
 	unmount_scratch
-	rm -rf "$scratch"
+	remove_scratch || rc=1
 	log "results in $results"
 	exit "$rc"
 }
@@ -227,7 +253,7 @@ fi
 remove_cgroups
 clean_kubelet_host
 unmount_scratch
-rm -rf "$scratch"
+remove_scratch
 mkdir -p "$scratch"/{logs,pki,etcd,apiserver,node,bin}
 trap stop_all EXIT INT TERM
 
@@ -443,22 +469,37 @@ if [ -n "$kubelet" ]; then
 failCgroupV1: false
 makeIPTablesUtilChains: false
 EOF
-	[ -e /var/lib/kubelet ] || kubelet_var_created=1
+	# Another kubelet on this host (or another --kubelet run) owns the
+	# device plugin directory; this one would take its socket over.
+	if [ -n "$(ls -A /var/lib/kubelet/device-plugins 2>/dev/null)" ]; then
+		log "/var/lib/kubelet/device-plugins is in use (another kubelet?); --kubelet needs it empty"
+		exit 1
+	fi
+	for d in /var/lib/kubelet /var/lib/kubelet/device-plugins /var/log/containers; do
+		[ -e "$d" ] || echo "$d" >>"$scratch/host-created"
+	done
 	# The kubelet refuses a cgroupRoot missing from any hierarchy (the
 	# node makes it); cpuset's is given its parent's CPUs and memory nodes.
-	for h in /sys/fs/cgroup/*/; do
-		[ -d "$h" ] && [ ! -L "${h%/}" ] || continue
-		mkdir -p "${h%/}$cgroup_root"
-	done
+	if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then
+		mkdir -p "/sys/fs/cgroup$cgroup_root"
+	else
+		for h in /sys/fs/cgroup/*/; do
+			[ -d "$h" ] && [ ! -L "${h%/}" ] || continue
+			mkdir -p "${h%/}$cgroup_root"
+		done
+	fi
 	if [ -f /sys/fs/cgroup/cpuset/cpuset.cpus ]; then
 		cat /sys/fs/cgroup/cpuset/cpuset.cpus >"/sys/fs/cgroup/cpuset$cgroup_root/cpuset.cpus"
 		cat /sys/fs/cgroup/cpuset/cpuset.mems >"/sys/fs/cgroup/cpuset$cgroup_root/cpuset.mems"
 	fi
 	# The volumes the kubelet mounts in its own mount namespace reach
 	# containerd's through the root directory made a shared mount here
-	# (the host's mounts may all be private, as on this machine).
+	# (the host's mounts may all be private, as on this machine), in a
+	# peer group of its own (made private first: a bind of a shared /
+	# would join /'s group and show the volumes everywhere).
 	mkdir -p "$scratch/node/root"
 	mount --bind "$scratch/node/root" "$scratch/node/root"
+	mount --make-private "$scratch/node/root"
 	mount --make-shared "$scratch/node/root"
 	start node unshare -m --propagation unchanged "$here/kubelet-ns.sh" "$scratch/node/sysctl" \
 		"$cache/bin/kubelet" "${node_args[@]}"
