@@ -1,9 +1,7 @@
 package agent_test
 
 import (
-	"context"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -53,19 +51,7 @@ func apiAgentOn(t *testing.T, fake *fakecri.Runtime, dir string, edit func(*agen
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("agent: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
+	stop = runUntilCleanup(t, a)
 	f.send(podsource.SET)
 	step = func(name, what string, cond func(v1.PodStatus) bool) v1.PodStatus {
 		t.Helper()

@@ -117,12 +117,10 @@ func (a *Agent) activePods() []*v1.Pod {
 		if st, ok := a.workers.PodState(uid); ok && st == podworkers.Terminated {
 			continue
 		}
-		if s, ok := a.status.GetPodStatus(uid); ok && terminal(s.Phase) && !a.workers.IsPodTerminationRequested(uid) {
-			continue
-		}
-		// A pod its source says finished (a restarted agent's Succeeded
-		// Job pods), as the kubelet's isAdmittedPodTerminal.
-		if terminal(c.pod.Status.Phase) && !a.workers.IsPodTerminationRequested(uid) {
+		// Finished as its status says, or as its source does (a restarted
+		// agent's Succeeded Job pods), as the kubelet's isAdmittedPodTerminal.
+		s, ok := a.status.GetPodStatus(uid)
+		if (ok && terminal(s.Phase) || terminal(c.pod.Status.Phase)) && !a.workers.IsPodTerminationRequested(uid) {
 			continue
 		}
 		out = append(out, c.pod)

@@ -101,27 +101,31 @@ func writeAllocations(path string, allocs map[types.UID]allocation, last string)
 	if err != nil {
 		return last, err
 	}
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return last, fmt.Errorf("writing the allocation checkpoint: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // gone once renamed; left only on failure
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return last, fmt.Errorf("writing the allocation checkpoint: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return last, fmt.Errorf("writing the allocation checkpoint: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return last, fmt.Errorf("writing the allocation checkpoint: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := replaceFile(path, b); err != nil {
 		return last, fmt.Errorf("writing the allocation checkpoint: %w", err)
 	}
 	return sum, nil
+}
+
+// replaceFile replaces path with b atomically: a synced temporary file
+// beside it, renamed over it.
+func replaceFile(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // gone once renamed; left only on failure
+	_, err = tmp.Write(b)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // restoreAllocations reads Config.AllocationCheckpoint, once, before the

@@ -179,6 +179,7 @@ func (a *Agent) resizeConditions(uid types.UID) (pending, inProgress *status.Rea
 func (a *Agent) handleResizes(pods []*v1.Pod) []*v1.Pod {
 	var changed []*v1.Pod
 	var others []*v1.Pod
+	accepted := false
 	listed := false
 	node := a.node()
 	for _, p := range pods {
@@ -244,9 +245,11 @@ func (a *Agent) handleResizes(pods []*v1.Pod) []*v1.Pod {
 		a.log.V(2).Info("pod resize accepted", "pod", podutil.FullName(p), "podUID", p.UID, "generation", p.Generation)
 		a.cfg.Events(p, v1.EventTypeNormal, ReasonResizeStarted, "Pod resize started: "+resizeEventJSON(p, p.Generation, ""))
 		changed = append(changed, p)
+		accepted = true
 	}
-	// Kept before the syncs that carry the accepted ones out.
-	a.saveAllocations()
+	if accepted {
+		a.saveAllocations() // kept before the syncs that carry them out
+	}
 	return changed
 }
 

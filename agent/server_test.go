@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -158,17 +159,23 @@ func TestHTTPServerClosesIdleConnections(t *testing.T) {
 	}
 }
 
-// runUntilCleanup runs a until the test ends, and fails the test if Run
-// returns an error.
-func runUntilCleanup(t *testing.T, a *agent.Agent) {
+// runUntilCleanup runs a until the test ends, or until the returned
+// stop (which waits for Run) is called, and fails the test if Run returns
+// an error.
+func runUntilCleanup(t *testing.T, a *agent.Agent) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("agent: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
