@@ -2,13 +2,19 @@ package agent
 
 import (
 	"errors"
+	"path/filepath"
+	"slices"
+	"sort"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/fakecri"
 	"github.com/nodekit/nodekit/status"
 )
 
@@ -40,5 +46,35 @@ func TestResizeSyncedOnlyEndsItsOwnResize(t *testing.T) {
 	}
 	if want := []string{ReasonResizeError, ReasonResizeCompleted}; len(events) != 2 || events[0] != want[0] || events[1] != want[1] {
 		t.Errorf("events %v, want %v", events, want)
+	}
+}
+
+// A pod its source reports Succeeded or Failed holds no resources for
+// admission and resizes, as the kubelet's filterOutInactivePods skips an
+// admitted pod whose phase is terminal, even before its worker or the
+// status manager knows it (a restarted agent's finished Job pods); one
+// that runs does.
+func TestActivePodsSkipsPodsTheirSourceReportsFinished(t *testing.T) {
+	fake, err := fakecri.New(fakecri.Config{PodCIDR: "127.89.0.0/16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{NodeName: "node", RuntimeService: fake, ImageService: fake,
+		Sources: []podsource.Source{podsource.NewChannel("api", 1)},
+		CRI:     cri.Config{PodLogsDir: filepath.Join(t.TempDir(), "logs"), PodsDir: filepath.Join(t.TempDir(), "pods"), ResolvConf: "-"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := func(name string, phase v1.PodPhase) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name)}, Status: v1.PodStatus{Phase: phase}}
+	}
+	a.remember([]*v1.Pod{pod("done", v1.PodSucceeded), pod("failed", v1.PodFailed), pod("web", v1.PodRunning), pod("new", "")})
+	var got []string
+	for _, p := range a.activePods() {
+		got = append(got, p.Name)
+	}
+	sort.Strings(got)
+	if want := []string{"new", "web"}; !slices.Equal(got, want) {
+		t.Errorf("active pods %v; want %v", got, want)
 	}
 }
