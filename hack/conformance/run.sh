@@ -287,10 +287,16 @@ wait_for() {
 
 # Free loopback ports, chosen at random so that parallel runs do not meet.
 used=" "
+# They are taken below the kernel's ephemeral range: a port in it may
+# become the local port of some outgoing connection (the API server's to
+# etcd) between this check and the listen.
+ephemeral_low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+port_low=10000
+[ "$ephemeral_low" -gt $((port_low + 1000)) ] || port_low=1024
 free_port() {
 	local p
 	for _ in $(seq 1 200); do
-		p=$((20000 + RANDOM % 30000))
+		p=$((port_low + RANDOM % (ephemeral_low - port_low)))
 		[[ $used == *" $p "* ]] && continue
 		if [ -z "$(ss -Htln "sport = :$p")" ]; then
 			used+="$p "
