@@ -144,11 +144,13 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 	a.mu.Unlock()
 	// Orphans: pods the runtime runs (as the PLEG's cache, kept current by
 	// relists or the event stream, shows) that no source wants.
-	live := map[types.UID]bool{}
-	for uid, rs := range a.cache.Statuses() {
-		if _, empty := rs.RunningPod(false); !empty {
-			live[uid] = true
+	statuses := a.cache.Statuses()
+	live := make(map[types.UID]bool, len(statuses))
+	for uid, rs := range statuses {
+		if !rs.MayRun() {
+			continue
 		}
+		live[uid] = true
 		if want[uid] {
 			continue
 		}

@@ -175,6 +175,22 @@ func (s *PodStatus) RunningPod(allSandboxes bool) (p *Pod, empty bool) {
 	return p, len(p.Containers)+len(p.Sandboxes) == 0
 }
 
+// MayRun reports whether anything of the observed pod may still run: what
+// RunningPod would return, without building it.
+func (s *PodStatus) MayRun() bool {
+	for _, c := range s.ContainerStatuses {
+		if c.State == ContainerStateRunning || c.State == ContainerStateUnknown {
+			return true
+		}
+	}
+	for _, sb := range s.SandboxStatuses {
+		if sb.State == SandboxStateReady {
+			return true
+		}
+	}
+	return false
+}
+
 // ReadySandbox returns the newest sandbox if it is ready, or nil.
 func (s *PodStatus) ReadySandbox() *SandboxStatus {
 	if len(s.SandboxStatuses) == 0 || s.SandboxStatuses[0].State != SandboxStateReady {

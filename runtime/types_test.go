@@ -28,6 +28,30 @@ func TestRunningPod(t *testing.T) {
 	}
 }
 
+// MayRun answers what RunningPod(false) would, for every combination of
+// a container's and a sandbox's state.
+func TestMayRunIsRunningPodNotEmpty(t *testing.T) {
+	containers := []runtime.ContainerState{runtime.ContainerStateCreated, runtime.ContainerStateRunning, runtime.ContainerStateExited, runtime.ContainerStateUnknown}
+	sandboxes := []runtime.SandboxState{runtime.SandboxStateReady, runtime.SandboxStateNotReady}
+	var cases []*runtime.PodStatus
+	cases = append(cases, &runtime.PodStatus{})
+	for _, c := range containers {
+		cases = append(cases, &runtime.PodStatus{ContainerStatuses: []*runtime.ContainerStatus{{Name: "a", State: runtime.ContainerStateExited}, {Name: "b", State: c}}})
+		for _, sb := range sandboxes {
+			cases = append(cases, &runtime.PodStatus{
+				SandboxStatuses:   []*runtime.SandboxStatus{{ID: "old", State: runtime.SandboxStateNotReady}, {ID: "new", State: sb}},
+				ContainerStatuses: []*runtime.ContainerStatus{{Name: "b", State: c}},
+			})
+		}
+	}
+	for i, st := range cases {
+		_, empty := st.RunningPod(false)
+		if st.MayRun() == empty {
+			t.Errorf("case %d: MayRun %v, RunningPod(false) empty %v", i, st.MayRun(), empty)
+		}
+	}
+}
+
 func TestBackOffUntil(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	a := &runtime.BackOffError{Err: errors.New("a"), Until: t0.Add(20 * time.Second)}
