@@ -42,6 +42,8 @@ type Runtime struct {
 	// listPods reads: the pod UID, name and namespace labels, in that
 	// order, and the container hash annotation.
 	sandboxKeys, containerKeys criclient.ListKeys
+	// uidKeys is what the garbage collector reads: the pod UID label.
+	uidKeys criclient.ListKeys
 
 	// cgroups manages pod cgroups when Config.CgroupRoot is set.
 	cgroups *cgroupfs.Manager
@@ -108,6 +110,7 @@ func New(cfg Config) (*Runtime, error) {
 		hashes:        newHashCache(),
 		hookTransport: httpget.NewTransport(),
 		sandboxKeys:   criclient.ListKeys{Labels: []string{LabelPodUID, LabelPodName, LabelPodNamespace}},
+		uidKeys:       criclient.ListKeys{Labels: []string{LabelPodUID}},
 		containerKeys: criclient.ListKeys{
 			Labels:      []string{LabelPodUID, LabelPodName, LabelPodNamespace},
 			Annotations: []string{AnnotationContainerHash},

@@ -241,7 +241,9 @@
 // file or directory whose path, built from the runtime's labels and log
 // paths, does not lie under Config.PodLogsDir (a "../" namespace, a name
 // with a slash, a log directory elsewhere or behind a symlink out of it)
-// is left in place and logged.
+// is left in place and logged. It lists in brief too, keeping only the
+// pod UID label, so a collection that removes nothing, the usual minute,
+// decodes no label map (TestGarbageCollectOverGRPC).
 //
 // LogRotator rotates the logs of running containers as the kubelet's
 // container log manager does: every Period (10 s, the kubelet's

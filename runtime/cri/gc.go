@@ -37,23 +37,25 @@ type deadContainer struct {
 // and UID; a container's log path) are removed only when they lie under
 // Config.PodLogsDir, symlinks resolved; anything else is left and logged.
 func (r *Runtime) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, podGone func(types.UID) bool) error {
-	containers, err := r.rs.ListContainers(ctx, nil)
+	// In brief: a collection that finds nothing to remove, the usual
+	// case, decodes no label map.
+	containers, err := criclient.ListContainersBrief(ctx, r.rs, nil, r.uidKeys)
 	if err != nil {
-		return fmt.Errorf("cri: garbage collect: %w", criclient.Wrap("ListContainers", "", err))
+		return fmt.Errorf("cri: garbage collect: %w", err)
 	}
 	now := r.cfg.Clock.Now().UnixNano()
 	units := map[string][]deadContainer{}
 	live := map[string]int{} // containers (dead or alive) per sandbox
 	for _, c := range containers {
-		live[c.GetPodSandboxId()]++
-		uid := types.UID(c.GetLabels()[LabelPodUID])
-		if uid == "" || c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
+		live[c.PodSandboxID]++
+		uid := podUIDOf(c.Labels)
+		if uid == "" || c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			continue
 		}
-		if policy.MinAge > 0 && now-c.GetCreatedAt() < policy.MinAge.Nanoseconds() {
+		if policy.MinAge > 0 && now-c.CreatedAt < policy.MinAge.Nanoseconds() {
 			continue
 		}
-		d := deadContainer{id: c.GetId(), pod: uid, name: c.GetMetadata().GetName(), createdAt: c.GetCreatedAt()}
+		d := deadContainer{id: c.ID, pod: uid, name: c.Name, createdAt: c.CreatedAt}
 		key := string(uid) + "/" + d.name
 		units[key] = append(units[key], d)
 	}
@@ -106,8 +108,8 @@ func (r *Runtime) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, p
 		removed[d.id] = true
 	}
 	for _, c := range containers {
-		if removed[c.GetId()] {
-			live[c.GetPodSandboxId()]--
+		if removed[c.ID] {
+			live[c.PodSandboxID]--
 		}
 	}
 	if err := r.gcSandboxes(ctx, live, podGone); err != nil {
@@ -117,6 +119,15 @@ func (r *Runtime) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, p
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// podUIDOf is the pod UID of a brief list item read with uidKeys; none
+// from a lister that answered without it.
+func podUIDOf(labels []string) types.UID {
+	if len(labels) == 0 {
+		return ""
+	}
+	return types.UID(labels[0])
 }
 
 // gcPodCgroups removes the cgroups of pods that are gone and have no
@@ -170,40 +181,40 @@ func (r *Runtime) removeContainer(ctx context.Context, id string) error {
 }
 
 func (r *Runtime) gcSandboxes(ctx context.Context, live map[string]int, podGone func(types.UID) bool) error {
-	sandboxes, err := r.rs.ListPodSandbox(ctx, nil)
+	sandboxes, err := criclient.ListPodSandboxBrief(ctx, r.rs, nil, r.uidKeys)
 	if err != nil {
-		return fmt.Errorf("cri: garbage collect: %w", criclient.Wrap("ListPodSandbox", "", err))
+		return fmt.Errorf("cri: garbage collect: %w", err)
 	}
-	byPod := map[types.UID][]*runtimeapi.PodSandbox{}
+	byPod := map[types.UID][]criclient.BriefSandbox{}
 	for _, s := range sandboxes {
-		if uid := types.UID(s.GetLabels()[LabelPodUID]); uid != "" {
+		if uid := podUIDOf(s.Labels); uid != "" {
 			byPod[uid] = append(byPod[uid], s)
 		}
 	}
 	var errs []error
 	for uid, list := range byPod {
-		sort.Slice(list, func(i, j int) bool { return list[i].GetCreatedAt() > list[j].GetCreatedAt() })
+		sort.Slice(list, func(i, j int) bool { return list[i].CreatedAt > list[j].CreatedAt })
 		gone := podGone != nil && podGone(uid)
 		if gone {
 			r.hashes.forget(uid)
 		}
 		left := len(list)
 		for i, s := range list {
-			if (!gone && i == 0) || s.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY || live[s.GetId()] > 0 {
+			if (!gone && i == 0) || s.State == runtimeapi.PodSandboxState_SANDBOX_READY || live[s.ID] > 0 {
 				continue
 			}
-			if err := r.rs.RemovePodSandbox(ctx, s.GetId()); err != nil && !criclient.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("cri: garbage collect: %w", criclient.Wrap("RemovePodSandbox", s.GetId(), err)))
+			if err := r.rs.RemovePodSandbox(ctx, s.ID); err != nil && !criclient.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("cri: garbage collect: %w", criclient.Wrap("RemovePodSandbox", s.ID, err)))
 				continue
 			}
 			left--
 		}
 		if gone && left == 0 {
-			m := list[0].GetMetadata()
-			name := m.GetNamespace() + "_" + m.GetName() + "_" + string(uid)
+			m := list[0]
+			name := m.Namespace + "_" + m.Name + "_" + string(uid)
 			dir := filepath.Join(r.cfg.PodLogsDir, name)
 			if err := r.underLogsDir(dir, 1); err != nil || strings.ContainsRune(name, '/') {
-				r.log.Info("not removing a pod log directory outside the pod logs directory", "pod", m.GetNamespace()+"/"+m.GetName(), "podUID", uid, "path", dir, "err", err)
+				r.log.Info("not removing a pod log directory outside the pod logs directory", "pod", m.Namespace+"/"+m.Name, "podUID", uid, "path", dir, "err", err)
 				continue
 			}
 			if err := os.RemoveAll(dir); err != nil {

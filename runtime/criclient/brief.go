@@ -27,9 +27,10 @@ type ListKeys struct {
 type BriefSandbox struct {
 	ID string
 	// HasMetadata reports whether the runtime sent a metadata block;
-	// Name and Attempt come from it.
+	// Name, Namespace and Attempt come from it.
 	HasMetadata bool
 	Name        string
+	Namespace   string
 	Attempt     uint32
 	State       runtimeapi.PodSandboxState
 	CreatedAt   int64 // nanoseconds since the epoch, as the CRI sends it
@@ -117,6 +118,7 @@ func BriefOfSandbox(s *runtimeapi.PodSandbox, keys ListKeys) BriefSandbox {
 		ID:          s.GetId(),
 		HasMetadata: s.GetMetadata() != nil,
 		Name:        s.GetMetadata().GetName(),
+		Namespace:   s.GetMetadata().GetNamespace(),
 		Attempt:     s.GetMetadata().GetAttempt(),
 		State:       s.GetState(),
 		CreatedAt:   s.GetCreatedAt(),

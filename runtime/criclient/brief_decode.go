@@ -168,6 +168,8 @@ func decodeSandbox(b []byte, s *BriefSandbox, in *interner, keys ListKeys, label
 				switch {
 				case num == 1 && typ == bytes:
 					s.Name, n, err = str(in, b, "name")
+				case num == 3 && typ == bytes:
+					s.Namespace, n, err = str(in, b, "namespace")
 				case num == 4 && typ == vint:
 					var v uint64
 					v, n, err = varint(b, "attempt")

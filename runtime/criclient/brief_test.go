@@ -383,8 +383,8 @@ func TestBriefDecodersFollowProtobufRules(t *testing.T) {
 	sandbox := wire{}.
 		str(1, "sb1").
 		msg(2, wire{}.str(1, "first").varint(4, 2)).
-		msg(2, wire{}.str(1, "second")). // merges: name replaced, attempt kept
-		str(3, "not a varint").          // state with the wrong wire type: unknown
+		msg(2, wire{}.str(1, "second").str(3, "ns")). // merges: name replaced, attempt kept
+		str(3, "not a varint").                       // state with the wrong wire type: unknown
 		varint(3, uint64(runtimeapi.PodSandboxState_SANDBOX_NOTREADY)).
 		varint(4, 1<<62).
 		msg(5, entry(uid, "old")).
@@ -421,7 +421,7 @@ func TestBriefDecodersFollowProtobufRules(t *testing.T) {
 	}
 
 	got, err := criclient.DecodeListPodSandboxBrief(wire{}.msg(1, sandbox), criclient.ListKeys{Labels: []string{uid, "other", "absent"}, Annotations: []string{"io.kubernetes.container.hash"}})
-	want := []criclient.BriefSandbox{{ID: "sb1", HasMetadata: true, Name: "second", Attempt: 2, State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY, CreatedAt: 1 << 62,
+	want := []criclient.BriefSandbox{{ID: "sb1", HasMetadata: true, Name: "second", Namespace: "ns", Attempt: 2, State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY, CreatedAt: 1 << 62,
 		Labels: []string{"new", "x", ""}, Annotations: []string{"ff"}}}
 	if diff := cmp.Diff(want, got); err != nil || diff != "" {
 		t.Errorf("DecodeListPodSandboxBrief: %v (-want +got):\n%s", err, diff)

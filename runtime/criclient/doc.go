@@ -51,30 +51,31 @@
 // CPU limit, CPU request and memory limit) and the process's user.
 //
 // Lists in brief: ListPodSandboxBrief and ListContainersBrief (the
-// BriefLister interface, and functions of the same names that fall back
-// to the full calls for any other RuntimeService) make the same calls but
+// BriefLister interface, and functions of the same names that fall back to
+// the full calls for any other RuntimeService) make the same calls but
 // decode the answer straight from the protobuf wire format (protowire),
-// through a codec of their own on the same connection (gRPC's
-// ForceCodecV2 call option, marked experimental by gRPC), into small
-// BriefSandbox and BriefContainer values: IDs, state, creation time,
-// metadata name and attempt, image, and only the labels and annotations
-// named in ListKeys. The maps of every other label and annotation, most
-// of the bytes and nearly all the decoding work of a list, are skipped
-// unread. For what they keep they follow the generated decoder's rules
-// (last map entry wins, repeated messages merge, wrong wire types and
-// unknown fields skipped, strings UTF-8); what they skip is checked only
-// for its wire structure, so a corrupt skipped annotation does not fail
-// the list as it fails the full decode. Whatever they are given, they
-// return values or an error naming the call and the item that matches
-// runtime.ErrInvalidResponse, never a panic (TestBriefListsMatchFullLists,
-// TestBriefDecodersOnCorruptInput, FuzzBriefDecoders). A response that
-// gRPC received in several frames is decoded from a buffer the Client
-// keeps (up to 4 MiB) instead of a fresh zeroed one, and the IDs, names
-// and values a list decodes are the strings of earlier lists where they
-// are the same (the Client keeps at most a few lists' worth), so a list
-// of unchanged pods allocates next to nothing. runtime/cri lists
-// pods this way, so that the generic PLEG's relist every second does not
-// decode every label and annotation of the node.
+// through a codec of their own on the same connection (gRPC's ForceCodecV2
+// call option, marked experimental by gRPC), into small BriefSandbox and
+// BriefContainer values: IDs, state, creation time, metadata name and
+// attempt (and a sandbox's namespace), image, and only the labels and
+// annotations named in ListKeys. The maps of every other label and
+// annotation, most of the bytes and nearly all the decoding work of a
+// list, are skipped unread. For what they keep they follow the generated
+// decoder's rules (last map entry wins, repeated messages merge, wrong
+// wire types and unknown fields skipped, strings UTF-8); what they skip is
+// checked only for its wire structure, so a corrupt skipped annotation
+// does not fail the list as it fails the full decode. Whatever they are
+// given, they return values or an error naming the call and the item that
+// matches runtime.ErrInvalidResponse, never a panic
+// (TestBriefListsMatchFullLists, TestBriefDecodersOnCorruptInput,
+// FuzzBriefDecoders). A response that gRPC received in several frames is
+// decoded from a buffer the Client keeps (up to 4 MiB) instead of a fresh
+// zeroed one, and the IDs, names and values a list decodes are the strings
+// of earlier lists where they are the same (the Client keeps at most a few
+// lists' worth), so a list of unchanged pods allocates next to nothing.
+// runtime/cri lists pods (and its garbage collector lists) this way, so
+// that the generic PLEG's relist every second does not decode every label
+// and annotation of the node.
 //
 // Error messages begin with "cri:", the protocol's name, as they did when
 // this client lived in runtime/cri, so logs and alerts that match them
