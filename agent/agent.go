@@ -56,6 +56,9 @@ type Agent struct {
 	imageGC *images.GC        // nil without Config.ImageGC
 	stats   server.StatsProvider
 	gcMu    sync.Mutex // one container collection at a time
+	// quiet: the last housekeeping left nothing to do
+	// (housekeepingQuiet).
+	quiet atomic.Bool
 
 	// mu guards pods, reasons, told, failed, resizes, restored,
 	// allocGen, stopping and rtErr.
@@ -198,7 +201,8 @@ func New(cfg Config) (*Agent, error) {
 	if a.loop, err = syncloop.New(syncloop.Config{
 		Handler: a, Updates: a.merger.Updates(), Events: a.pleg.Watch(), ProbeUpdates: a.probes.Updates(), Lookup: a.lookup,
 		Due: a.workers.Due, NextDue: a.workers.NextDue, DueChanged: a.workers.DueChanged(),
-		HousekeepingPeriod: cfg.HousekeepingPeriod, Clock: cfg.Clock, Logger: cfg.Logger.WithName("syncloop"),
+		HousekeepingPeriod: cfg.HousekeepingPeriod, Quiet: a.housekeepingQuiet, QuietHousekeepingPeriod: cfg.QuietHousekeepingPeriod,
+		Clock: cfg.Clock, Logger: cfg.Logger.WithName("syncloop"),
 	}); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}

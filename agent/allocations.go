@@ -163,6 +163,19 @@ func (a *Agent) allocationsChanged() { a.allocGen++ }
 // before the syncs that carry them out; a failed write is logged and
 // made again at the next call (housekeeping makes one every period).
 // It must not be called with a.mu held.
+// allocationsSaved reports whether the checkpoint holds every change of
+// the allocations (always without a checkpoint).
+func (a *Agent) allocationsSaved() bool {
+	if a.cfg.AllocationCheckpoint == "" {
+		return true
+	}
+	a.ckptMu.Lock()
+	defer a.ckptMu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.allocGen == a.ckptGen
+}
+
 func (a *Agent) saveAllocations() {
 	if a.cfg.AllocationCheckpoint == "" {
 		return

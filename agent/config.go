@@ -202,6 +202,16 @@ type Config struct {
 	// HousekeepingPeriod is how often orphans, statuses and dead
 	// containers are cleaned up. Default 2s.
 	HousekeepingPeriod time.Duration
+	// QuietHousekeepingPeriod is how often housekeeping runs while the
+	// last pass left nothing to do and nothing has happened since (no
+	// source update, PLEG event, probe result or resync): every pod a
+	// worker holds is wanted and syncs or has finished, the runtime runs
+	// no pod no source wants, no status waits to be forgotten, no resize
+	// waits, no deletion is pending. Anything that happens brings the
+	// next pass back to HousekeepingPeriod (see package syncloop).
+	// Default 20s; any positive value up to HousekeepingPeriod gives
+	// the kubelet's fixed period.
+	QuietHousekeepingPeriod time.Duration
 	// GCPolicy bounds dead containers. Default: one dead instance per pod
 	// container, no node limit, no minimum age.
 	GCPolicy *runtime.GCPolicy

@@ -11,11 +11,12 @@
 // defaults: runtime/cri over the given CRI services (or any
 // runtime.Runtime), the generic PLEG (1 s relist), pod workers (1 min
 // resync, 10 s back-off), a volume manager, a status manager pushing to
-// Config.StatusSink, housekeeping every 2 s, a sync loop that wakes for
-// resyncs only when a pod is due (on a 1 s grid, as the kubelet's sync
-// ticker), and a private Prometheus registry. Run starts them in dependency order under one errgroup: the
-// first fatal error stops the rest, and Run returns once every goroutine
-// has.
+// Config.StatusSink, housekeeping every 2 s (every 20 s while the last
+// pass left nothing to do and nothing has happened since), a sync loop
+// that wakes for resyncs only when a pod is due (on a 1 s grid, as the
+// kubelet's sync ticker), and a private Prometheus registry. Run starts
+// them in dependency order under one errgroup: the first fatal error stops
+// the rest, and Run returns once every goroutine has.
 //
 // Started before its runtime answers, Run waits for it: it asks for the
 // runtime's Status with back-off on the clock (100ms doubling to 5s, the
@@ -48,7 +49,14 @@
 //   - housekeeping reconciles the workers with the desired pods, kills
 //     runtime pods no source wants (only once every source has been
 //     seen, and never a pod a source holds whose ADD is still queued) and
-//     forgets finished pods' statuses;
+//     forgets finished pods' statuses. A pass that leaves nothing to do
+//     (every worker's pod wanted and syncing or finished, no orphan, no
+//     status to forget, no resize waiting, no deletion pending) makes the
+//     node quiet: the next pass is Config.QuietHousekeepingPeriod (20 s)
+//     away, until a source update, PLEG event, probe result or resync
+//     brings the 2 s period back (package syncloop, TestQuietHousekeeping,
+//     TestHousekeepingQuiet). The kubelet keeps 2 s always; a change is
+//     cleaned up as soon, and an idle node wakes a tenth as often;
 //   - volumes (Config.Volumes, by default a volumes.Manager over the
 //     CRI pods directory): each sync adds the pod and waits until every
 //     volume its containers mount is set up before the runtime creates

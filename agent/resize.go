@@ -255,24 +255,26 @@ func (a *Agent) handleResizes(pods []*v1.Pod) []*v1.Pod {
 
 // retryResizes decides again on the deferred resizes, at housekeeping and
 // as pods go, and syncs the pods whose resize was accepted. An
-// infeasible one waits for another spec.
-func (a *Agent) retryResizes() {
+// infeasible one waits for another spec. It reports whether any was
+// deferred.
+func (a *Agent) retryResizes() (waiting bool) {
 	a.mu.Lock()
-	var waiting []*v1.Pod
+	var deferred []*v1.Pod
 	for uid, st := range a.resizes {
 		if st.pending != nil && st.pending.Reason == v1.PodReasonDeferred {
 			if p := a.pods[uid]; p != nil {
-				waiting = append(waiting, p)
+				deferred = append(deferred, p)
 			}
 		}
 	}
 	a.mu.Unlock()
-	if len(waiting) == 0 {
-		return
+	if len(deferred) == 0 {
+		return false
 	}
-	for _, p := range a.handleResizes(waiting) {
+	for _, p := range a.handleResizes(deferred) {
 		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p})
 	}
+	return true
 }
 
 // resizeSynced records how a sync, which ran with the allocation of the

@@ -90,9 +90,24 @@ func (a *Agent) HandlePodSyncs(_ context.Context, pods []*v1.Pod) {
 // forgets statuses of finished pods. Dead containers are collected on
 // their own goroutine (runContainerGC).
 func (a *Agent) HandlePodCleanups(ctx context.Context) error {
+	quiet := a.housekeep(ctx)
 	// The allocations' changes not yet written (removals, re-created
 	// pods, a write that failed) are written once per housekeeping.
-	defer a.saveAllocations()
+	a.saveAllocations()
+	a.quiet.Store(quiet && a.allocationsSaved())
+	return nil
+}
+
+// housekeepingQuiet is syncloop.Config.Quiet: the last housekeeping left
+// nothing to do. Every pod a worker holds syncs and is wanted, the
+// runtime runs no pod no source wants, no status waits to be forgotten,
+// no resize waits, no volume cleanup failed, and the allocations are
+// written.
+func (a *Agent) housekeepingQuiet() bool { return a.quiet.Load() }
+
+// housekeep is one housekeeping pass; it reports whether it left nothing
+// to do (housekeepingQuiet).
+func (a *Agent) housekeep(ctx context.Context) (quiet bool) {
 	a.mu.Lock()
 	desired := make([]*v1.Pod, 0, len(a.pods))
 	want := make(map[types.UID]bool, len(a.pods))
@@ -103,13 +118,29 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 	a.mu.Unlock()
 	states := a.workers.SyncKnownPods(desired)
 	a.tellDeletedAfterFinish(ctx, desired, states)
-	a.retryResizes()
+	resizing := a.retryResizes()
+	quiet = !resizing
+	for uid, st := range states {
+		// A worker still terminating finishes without telling the
+		// loop; what follows (forgetting it, telling a deletion) is
+		// housekeeping's. A finished pod its source still wants has
+		// nothing left.
+		if !want[uid] || st == podworkers.Terminating || st == podworkers.Terminated && !a.workers.ShouldPodContentBeRemoved(uid) {
+			quiet = false
+		}
+	}
+	for _, p := range desired {
+		if p.DeletionTimestamp != nil {
+			quiet = false // told once its worker is done (tellDeletedAfterFinish)
+		}
+	}
 	// A pod created again while its UID terminated (a static pod's
 	// manifest removed and put back) has no worker once the old one
 	// finished: it starts afresh.
 	for _, p := range desired {
 		if _, known := states[p.UID]; !known {
 			a.log.V(0).Info("starting a pod created again after it terminated", "pod", podutil.FullName(p), "podUID", p.UID)
+			quiet = false
 			a.allocate(p)
 			a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
 		}
@@ -124,7 +155,7 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 	}
 	a.probes.CleanupPods(possiblyRunning)
 	if !a.merger.SeenAllSources() {
-		return nil
+		return false
 	}
 	// A source's pods are in the merger before this loop has handled
 	// their ADD. A pod the merger holds is wanted even while its ADD is
@@ -154,6 +185,7 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 		if want[uid] {
 			continue
 		}
+		quiet = false // an orphan, killed now or by its worker
 		if _, known := states[uid]; known && !a.workers.ShouldPodContentBeRemoved(uid) {
 			continue // its worker is terminating it
 		}
@@ -174,9 +206,14 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 	}
 	if err := a.volumes.CleanupOrphans(keep); err != nil {
 		a.log.Error(err, "cleaning up orphaned pod volumes failed")
+		quiet = false
 	}
 	for _, uid := range a.status.UIDs() {
-		if !want[uid] && a.workers.ShouldPodContentBeRemoved(uid) {
+		if want[uid] {
+			continue
+		}
+		quiet = false // forgotten now, or once its worker is done
+		if a.workers.ShouldPodContentBeRemoved(uid) {
 			a.status.RemovePod(uid)
 			a.mu.Lock()
 			delete(a.reasons, uid)
@@ -189,7 +226,7 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 			a.mu.Unlock()
 		}
 	}
-	return nil
+	return quiet
 }
 
 // generate computes and records the status of a pod that runs.

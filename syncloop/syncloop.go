@@ -15,7 +15,8 @@
 //     sidecar's startup probe succeeds;
 //   - the pods whose resync is due → HandlePodSyncs, on the SyncPeriod
 //     (1 s) grid (below);
-//   - every HousekeepingPeriod (2 s) → HandlePodCleanups.
+//   - every HousekeepingPeriod (2 s) → HandlePodCleanups; while the
+//     node is quiet, every QuietHousekeepingPeriod (below).
 //
 // # Resyncs
 //
@@ -33,6 +34,21 @@
 // resync times and the least time between two collections, not a period
 // the loop wakes on. Without NextDue, the loop asks Due on every tick, as
 // a ticker would.
+//
+// # Quiet housekeeping
+//
+// Housekeeping acts on what changed: pods no source wants any more,
+// workers that finished, orphans the runtime shows, resizes that wait.
+// With Config.Quiet, the loop asks after each pass whether anything of
+// that is left; while nothing is, the next pass is QuietHousekeepingPeriod
+// (20 s) away instead of HousekeepingPeriod. Anything else the loop
+// dispatches (a source update, a PLEG event, of a pod no source has too, a
+// probe result, a resync) can start such work, so it brings passes back to
+// every HousekeepingPeriod: what housekeeping does after a change it does
+// within two seconds, as the kubelet. What no dispatch announces (a
+// directory put under the pods directory by hand) is found at the next
+// quiet pass. An idle node thus wakes for housekeeping every 20 s, not
+// every 2 s.
 //
 // A closed Updates stream ends Run with an error; a closed Events or
 // ProbeUpdates channel is dropped and the loop goes on with the rest.
@@ -99,8 +115,16 @@ type Config struct {
 	SyncPeriod time.Duration
 	// HousekeepingPeriod: how often HandlePodCleanups runs. Default 2s.
 	HousekeepingPeriod time.Duration
-	Clock              clock.WithTicker
-	Logger             logr.Logger
+	// Quiet is asked after each HandlePodCleanups whether it left nothing
+	// to do (see the package doc). Optional: without it every pass is
+	// HousekeepingPeriod apart.
+	Quiet func() bool
+	// QuietHousekeepingPeriod is how far apart passes are while Quiet
+	// holds and nothing else is dispatched; at least HousekeepingPeriod.
+	// Default 20s.
+	QuietHousekeepingPeriod time.Duration
+	Clock                   clock.WithTicker
+	Logger                  logr.Logger
 }
 
 // Loop is the sync loop.
@@ -125,6 +149,12 @@ func New(cfg Config) (*Loop, error) {
 	if cfg.HousekeepingPeriod <= 0 {
 		cfg.HousekeepingPeriod = 2 * time.Second
 	}
+	if cfg.QuietHousekeepingPeriod <= 0 {
+		cfg.QuietHousekeepingPeriod = 20 * time.Second
+	}
+	if cfg.QuietHousekeepingPeriod < cfg.HousekeepingPeriod {
+		cfg.QuietHousekeepingPeriod = cfg.HousekeepingPeriod
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -142,11 +172,13 @@ func (l *Loop) Run(ctx context.Context) error {
 	resync := resyncTimer{clk: l.cfg.Clock, period: l.cfg.SyncPeriod, origin: l.cfg.Clock.Now()}
 	defer resync.stop()
 	l.arm(&resync)
-	house := l.cfg.Clock.NewTicker(l.cfg.HousekeepingPeriod)
-	defer house.Stop()
+	house := houseTimer{clk: l.cfg.Clock, period: l.cfg.HousekeepingPeriod, quiet: l.cfg.QuietHousekeepingPeriod}
+	house.busy()
+	defer house.stop()
 	h := l.cfg.Handler
 	events, probeUpdates := l.cfg.Events, l.cfg.ProbeUpdates
 	for {
+		busy := false // something was dispatched
 		select {
 		case <-ctx.Done():
 			return nil
@@ -157,6 +189,7 @@ func (l *Loop) Run(ctx context.Context) error {
 				}
 				return errors.New("syncloop: the pod update stream was closed")
 			}
+			busy = true
 			switch u.Op {
 			case podsource.ADD:
 				h.HandlePodAdditions(ctx, u.Pods)
@@ -173,8 +206,11 @@ func (l *Loop) Run(ctx context.Context) error {
 				events = nil // a nil channel is never selected
 				continue
 			}
+			// Any event, of a pod no source has too (an orphan), may
+			// leave housekeeping work.
+			busy = true
 			if e.Type == pleg.ContainerRemoved {
-				continue
+				break
 			}
 			if pod, ok := l.cfg.Lookup(e.ID); ok {
 				h.HandlePodSyncs(ctx, []*v1.Pod{pod})
@@ -185,6 +221,7 @@ func (l *Loop) Run(ctx context.Context) error {
 				probeUpdates = nil
 				continue
 			}
+			busy = true
 			h.HandleProbeUpdate(ctx, u)
 			// As the kubelet: a liveness failure means a restart, and a
 			// readiness or startup change may start the next container
@@ -205,14 +242,69 @@ func (l *Loop) Run(ctx context.Context) error {
 				}
 			}
 			if len(pods) > 0 {
+				busy = true
 				h.HandlePodSyncs(ctx, pods)
 			}
 			l.arm(&resync)
-		case <-house.C():
-			if err := h.HandlePodCleanups(ctx); err != nil && ctx.Err() == nil {
+		case <-house.c():
+			err := h.HandlePodCleanups(ctx)
+			if err != nil && ctx.Err() == nil {
 				l.cfg.Logger.Error(err, "housekeeping")
 			}
+			if err == nil && l.cfg.Quiet != nil && l.cfg.Quiet() {
+				house.sleep()
+			} else {
+				house.busy()
+			}
 		}
+		if busy {
+			// What was dispatched may leave housekeeping work: the
+			// next pass is HousekeepingPeriod away at most.
+			house.busy()
+		}
+	}
+}
+
+// houseTimer paces housekeeping: a ticker of HousekeepingPeriod while
+// the node is busy, a timer of QuietHousekeepingPeriod while it is quiet.
+// It is used by Run's goroutine only.
+type houseTimer struct {
+	clk           clock.WithTicker
+	period, quiet time.Duration
+	ticker        clock.Ticker // nil while quiet
+	timer         clock.Timer  // nil while busy
+}
+
+func (h *houseTimer) c() <-chan time.Time {
+	if h.ticker != nil {
+		return h.ticker.C()
+	}
+	return h.timer.C()
+}
+
+// busy makes passes HousekeepingPeriod apart, from now unless they are.
+func (h *houseTimer) busy() {
+	if h.ticker != nil {
+		return
+	}
+	h.stop()
+	h.ticker = h.clk.NewTicker(h.period)
+}
+
+// sleep makes the next pass QuietHousekeepingPeriod from now.
+func (h *houseTimer) sleep() {
+	h.stop()
+	h.timer = h.clk.NewTimer(h.quiet)
+}
+
+func (h *houseTimer) stop() {
+	if h.ticker != nil {
+		h.ticker.Stop()
+		h.ticker = nil
+	}
+	if h.timer != nil {
+		h.timer.Stop()
+		h.timer = nil
 	}
 }
 
