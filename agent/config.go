@@ -204,7 +204,7 @@ type Config struct {
 	HousekeepingPeriod time.Duration
 	// QuietHousekeepingPeriod is how often housekeeping runs while the
 	// last pass left nothing to do and nothing has happened since (no
-	// source update, PLEG event, probe result or resync): every pod a
+	// source update, PLEG event or probe result): every pod a
 	// worker holds is wanted and syncs or has finished, the runtime runs
 	// no pod no source wants, no status waits to be forgotten, no resize
 	// waits, no deletion is pending. Anything that happens brings the

@@ -53,10 +53,12 @@
 //     (every worker's pod wanted and syncing or finished, no orphan, no
 //     status to forget, no resize waiting, no deletion pending) makes the
 //     node quiet: the next pass is Config.QuietHousekeepingPeriod (20 s)
-//     away, until a source update, PLEG event, probe result or resync
-//     brings the 2 s period back (package syncloop, TestQuietHousekeeping,
+//     away, until a source update, PLEG event or probe result brings
+//     the 2 s period back (package syncloop, TestQuietHousekeeping,
 //     TestHousekeepingQuiet). The kubelet keeps 2 s always; a change is
-//     cleaned up as soon, and an idle node wakes a tenth as often;
+//     cleaned up as soon, and an idle node wakes a tenth as often for
+//     housekeeping. A node where something is always pending (a pod held
+//     by a finalizer, say) simply stays at 2 s;
 //   - volumes (Config.Volumes, by default a volumes.Manager over the
 //     CRI pods directory): each sync adds the pod and waits until every
 //     volume its containers mount is set up before the runtime creates

@@ -116,6 +116,16 @@ func (a *Agent) housekeep(ctx context.Context) (quiet bool) {
 		want[uid] = true
 	}
 	a.mu.Unlock()
+	// Which wanted pods' workers had finished before the snapshot below:
+	// one that finishes after it (on its own goroutine) was terminated
+	// there, not finished, and may be forgotten and restarted (a static
+	// pod put back) at the next pass, which must come at 2 s.
+	finished := make(map[types.UID]bool)
+	for _, p := range desired {
+		if a.workers.ShouldPodContentBeRemoved(p.UID) {
+			finished[p.UID] = true
+		}
+	}
 	states := a.workers.SyncKnownPods(desired)
 	a.tellDeletedAfterFinish(ctx, desired, states)
 	resizing := a.retryResizes()
@@ -125,7 +135,7 @@ func (a *Agent) housekeep(ctx context.Context) (quiet bool) {
 		// loop; what follows (forgetting it, telling a deletion) is
 		// housekeeping's. A finished pod its source still wants has
 		// nothing left.
-		if !want[uid] || st == podworkers.Terminating || st == podworkers.Terminated && !a.workers.ShouldPodContentBeRemoved(uid) {
+		if !want[uid] || st == podworkers.Terminating || st == podworkers.Terminated && !finished[uid] {
 			quiet = false
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podsource"
@@ -85,5 +86,43 @@ func TestHousekeepingWithoutQuietKeepsItsPeriod(t *testing.T) {
 		if got := e.next(); got != "cleanup" {
 			t.Fatalf("round %d: dispatched %q, want cleanup", i, got)
 		}
+	}
+}
+
+// A resync leaves housekeeping nothing: a quiet node whose pods resync
+// stays quiet.
+func TestResyncKeepsHousekeepingQuiet(t *testing.T) {
+	barrier := make(chan struct{})
+	var resynced atomic.Bool
+	e := startWith(t, nil, func(c *syncloop.Config) {
+		c.Quiet = func() bool { return true }
+		origin := time.Unix(1000, 0) // the fake clock's start
+		c.NextDue = func() (time.Time, bool) { return origin.Add(5 * time.Second), !resynced.Load() }
+		c.Due = func(now time.Time) []types.UID {
+			if now.Before(origin.Add(5*time.Second)) || resynced.Swap(true) {
+				return nil
+			}
+			return []types.UID{"uid-a"}
+		}
+		c.DueChanged = barrier
+	})
+	origin := e.clk.Now()
+	settled := func() { barrier <- struct{}{} }
+	waitForTickers(t, e.clk)
+	e.clk.Step(2 * time.Second)
+	if got := e.next(); got != "cleanup" {
+		t.Fatalf("at 2s: dispatched %q, want cleanup", got)
+	}
+	settled()
+	for e.clk.Now().Sub(origin) < 20*time.Second {
+		e.clk.Step(time.Second)
+		settled()
+	}
+	e.updates <- podsource.Update{Op: podsource.ADD, Pods: []*v1.Pod{known["uid-b"]}}
+	if got := e.next(); got != "sync:a" {
+		t.Fatalf("dispatched %q, want the resync at 6s", got)
+	}
+	if got := e.next(); got != "add:b" {
+		t.Fatalf("dispatched %q after the resync, want nothing before the ADD at 20s", got)
 	}
 }

@@ -43,8 +43,8 @@
 // that is left; while nothing is, the next pass is QuietHousekeepingPeriod
 // (20 s) away instead of HousekeepingPeriod. Anything else the loop
 // dispatches (a source update, a PLEG event, of a pod no source has too, a
-// probe result, a resync) can start such work, so it brings passes back to
-// every HousekeepingPeriod: what housekeeping does after a change it does
+// probe result; not a resync, which leaves housekeeping nothing) can start
+// such work, so it brings passes back to every HousekeepingPeriod: what housekeeping does after a change it does
 // within two seconds, as the kubelet. What no dispatch announces (a
 // directory put under the pods directory by hand) is found at the next
 // quiet pass. An idle node thus wakes for housekeeping every 20 s, not
@@ -242,7 +242,9 @@ func (l *Loop) Run(ctx context.Context) error {
 				}
 			}
 			if len(pods) > 0 {
-				busy = true
+				// Not busy: a resync of a pod a source wants leaves
+				// housekeeping nothing (an idle node's pods resync
+				// at spread times, and would keep it at 2 s).
 				h.HandlePodSyncs(ctx, pods)
 			}
 			l.arm(&resync)
