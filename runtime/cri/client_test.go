@@ -16,21 +16,8 @@ func TestDialShorthand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	endpoint := "unix://" + filepath.Join(t.TempDir(), "fakecri.sock")
-	lis, err := fakecri.ListenUnix(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fakecri.NewServer(fake, fake).Serve(ctx, lis) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-
+	endpoint := serveOnSocket(t, fake)
+	ctx := context.Background()
 	var c *criclient.Client
 	c, err = cri.Dial(ctx, endpoint, criclient.WithTimeout(criclient.DefaultTimeout))
 	if err != nil {
@@ -44,4 +31,25 @@ func TestDialShorthand(t *testing.T) {
 	if _, err := rt.Status(ctx); err != nil || c.RuntimeName() != "fakecri" {
 		t.Errorf("runtime %q, Status error %v: want fakecri answering", c.RuntimeName(), err)
 	}
+}
+
+// serveOnSocket serves fake over a unix socket of the test's own until
+// the test ends, and returns its endpoint.
+func serveOnSocket(t *testing.T, fake *fakecri.Runtime) string {
+	t.Helper()
+	endpoint := "unix://" + filepath.Join(t.TempDir(), "fakecri.sock")
+	lis, err := fakecri.ListenUnix(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fakecri.NewServer(fake, fake).Serve(ctx, lis) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return endpoint
 }

@@ -93,7 +93,29 @@ func TestGarbageCollectMinAgeAndNodeLimit(t *testing.T) {
 }
 
 func TestGarbageCollectGonePod(t *testing.T) {
-	h := newHarness(t, fakecri.Config{})
+	checkGonePodCollected(t, newHarness(t, fakecri.Config{}), true)
+}
+
+// The collector lists in brief over gRPC: a gone pod's sandbox, container
+// and log directory (named from the sandbox's namespace, name and UID)
+// go as with a runtime called in process.
+func TestGarbageCollectOverGRPC(t *testing.T) {
+	checkGonePodCollected(t, newHarness(t, fakecri.Config{}, func(c *cri.Config) {
+		fake := c.RuntimeService.(*recorder).Runtime
+		client, err := criclient.Dial(context.Background(), serveOnSocket(t, fake))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { client.Close(context.Background()) })
+		c.RuntimeService, c.ImageService = client, client
+	}), false)
+}
+
+// checkGonePodCollected: the collector keeps a live pod's newest sandbox
+// and container (when liveFirst), and removes everything of a gone pod,
+// its log directory included.
+func checkGonePodCollected(t *testing.T, h *harness, liveFirst bool) {
+	t.Helper()
 	pod := testPod(v1.RestartPolicyAlways, nil, "c")
 	h.sync(pod)
 	if err := h.rt.KillPod(h.ctx, pod, nil, nil); err != nil {
@@ -103,15 +125,17 @@ func TestGarbageCollectGonePod(t *testing.T) {
 	if _, err := os.Stat(logDir); err != nil {
 		t.Fatal(err)
 	}
-	keep := func(types.UID) bool { return false }
-	if err := h.rt.GarbageCollect(h.ctx, runtime.GCPolicy{MaxPerPodContainer: 1, MaxContainers: -1}, keep); err != nil {
-		t.Fatal(err)
-	}
-	if st := h.status(pod); len(st.SandboxStatuses) != 1 || len(st.ContainerStatuses) != 1 {
-		t.Fatalf("a live pod lost its newest sandbox or container: %d sandboxes, %d containers", len(st.SandboxStatuses), len(st.ContainerStatuses))
+	policy := runtime.GCPolicy{MaxPerPodContainer: 1, MaxContainers: -1}
+	if liveFirst {
+		if err := h.rt.GarbageCollect(h.ctx, policy, func(types.UID) bool { return false }); err != nil {
+			t.Fatal(err)
+		}
+		if st := h.status(pod); len(st.SandboxStatuses) != 1 || len(st.ContainerStatuses) != 1 {
+			t.Fatalf("a live pod lost its newest sandbox or container: %d sandboxes, %d containers", len(st.SandboxStatuses), len(st.ContainerStatuses))
+		}
 	}
 	gone := func(uid types.UID) bool { return uid == pod.UID }
-	if err := h.rt.GarbageCollect(h.ctx, runtime.GCPolicy{MaxPerPodContainer: 1, MaxContainers: -1}, gone); err != nil {
+	if err := h.rt.GarbageCollect(h.ctx, policy, gone); err != nil {
 		t.Fatal(err)
 	}
 	if st := h.status(pod); len(st.SandboxStatuses) != 0 || len(st.ContainerStatuses) != 0 {
@@ -133,54 +157,5 @@ func TestGarbageCollectKeepsReadySandboxes(t *testing.T) {
 	st := h.status(pod)
 	if len(st.SandboxStatuses) != 1 || st.FindContainerStatus("c").State != runtime.ContainerStateRunning {
 		t.Error("GC removed a ready sandbox or a running container")
-	}
-}
-
-// The collector lists in brief over gRPC: a gone pod's sandbox, container
-// and log directory (named from the sandbox's namespace, name and UID)
-// go as with a runtime called in process.
-func TestGarbageCollectOverGRPC(t *testing.T) {
-	var h *harness
-	h = newHarness(t, fakecri.Config{}, func(c *cri.Config) {
-		endpoint := "unix://" + filepath.Join(t.TempDir(), "fakecri.sock")
-		lis, err := fakecri.ListenUnix(endpoint)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		fake := c.RuntimeService.(*recorder).Runtime
-		go func() { done <- fakecri.NewServer(fake, fake).Serve(ctx, lis) }()
-		client, err := criclient.Dial(ctx, endpoint)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			client.Close(context.Background())
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("serve: %v", err)
-			}
-		})
-		c.RuntimeService, c.ImageService = client, client
-	})
-	pod := testPod(v1.RestartPolicyAlways, nil, "c")
-	h.sync(pod)
-	if err := h.rt.KillPod(h.ctx, pod, nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	logDir := filepath.Join(h.logs, "ns_p_uid-p")
-	if _, err := os.Stat(logDir); err != nil {
-		t.Fatal(err)
-	}
-	gone := func(uid types.UID) bool { return uid == pod.UID }
-	if err := h.rt.GarbageCollect(h.ctx, runtime.GCPolicy{MaxPerPodContainer: 1, MaxContainers: -1}, gone); err != nil {
-		t.Fatal(err)
-	}
-	if st := h.status(pod); len(st.SandboxStatuses) != 0 || len(st.ContainerStatuses) != 0 {
-		t.Errorf("a gone pod kept %d sandboxes and %d containers", len(st.SandboxStatuses), len(st.ContainerStatuses))
-	}
-	if _, err := os.Stat(logDir); !os.IsNotExist(err) {
-		t.Errorf("a gone pod's log directory is still there: %v", err)
 	}
 }
