@@ -35,7 +35,7 @@ func apiAgent(t *testing.T, edit func(*agent.Config)) (f *fidelity, clk *clockte
 // agent where the first ran.
 func apiAgentOn(t *testing.T, fake *fakecri.Runtime, dir string, edit func(*agent.Config)) (f *fidelity, clk *clocktesting.FakeClock, events *eventLog, step func(name, what string, cond func(v1.PodStatus) bool) v1.PodStatus, stop func()) {
 	t.Helper()
-	clk = clocktesting.NewFakeClock(time.Now())
+	clk = clocktesting.NewFakeClock(time.Now().Truncate(time.Second)) // whole seconds, as statuses keep times
 	events = &eventLog{}
 	f = &fidelity{t: t, fake: fake, api: podsource.NewChannel("api", 16), history: &history{}}
 	cfg := agent.Config{

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	goruntime "runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -296,5 +299,130 @@ func TestManagerRangeVisitsEachStatusUntilFalse(t *testing.T) {
 	m.Range(func(types.UID, *v1.PodStatus) bool { n++; return false })
 	if n != 1 {
 		t.Errorf("Range went on after false: %d calls, want 1", n)
+	}
+}
+
+// TestManagerVersionsOnlySemanticChanges: a status equal to the last one
+// in meaning (another time zone, an empty list for a nil one, a quantity
+// in another format, a time that differs by less than its second) makes
+// no new version; any change of a field does.
+func TestManagerVersionsOnlySemanticChanges(t *testing.T) {
+	m := status.New(status.Config{Clock: clocktesting.NewFakeClock(now)})
+	p := pod(v1.RestartPolicyAlways, nil, "a")
+	base := func() v1.PodStatus {
+		s := runningAs("fake://a-0")
+		s.StartTime = &metav1.Time{Time: now.UTC()}
+		s.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.Time{Time: now.UTC()}}}
+		s.ContainerStatuses[0].AllocatedResources = v1.ResourceList{v1.ResourceMemory: resource.MustParse("1Gi")}
+		return s
+	}
+	m.SetPodStatus(p, base())
+	v := m.Version(p.UID)
+
+	same := map[string]func(*v1.PodStatus){
+		"the same status":           func(*v1.PodStatus) {},
+		"times in another location": func(s *v1.PodStatus) { s.StartTime = &metav1.Time{Time: now.In(time.FixedZone("east", 3600))} },
+		"an empty list for nil":     func(s *v1.PodStatus) { s.PodIPs = []v1.PodIP{} },
+		"a fraction of a second":    func(s *v1.PodStatus) { s.Conditions[0].LastTransitionTime.Time = now.Add(time.Millisecond) },
+		"a quantity in decimal": func(s *v1.PodStatus) {
+			s.ContainerStatuses[0].AllocatedResources[v1.ResourceMemory] = *resource.NewQuantity(1<<30, resource.DecimalSI)
+		},
+	}
+	for name, change := range same {
+		s := base()
+		change(&s)
+		m.SetPodStatus(p, s)
+		if got := m.Version(p.UID); got != v {
+			t.Errorf("%s: version %d, want %d (no change)", name, got, v)
+			v = got
+		}
+	}
+
+	changed := map[string]func(*v1.PodStatus){
+		"a message":         func(s *v1.PodStatus) { s.Message = "m" },
+		"a condition":       func(s *v1.PodStatus) { s.Conditions[0].Status = v1.ConditionFalse },
+		"a restart count":   func(s *v1.PodStatus) { s.ContainerStatuses[0].RestartCount = 1 },
+		"a transition time": func(s *v1.PodStatus) { s.Conditions[0].LastTransitionTime.Time = now.Add(time.Second) },
+		"a quantity's value": func(s *v1.PodStatus) {
+			s.ContainerStatuses[0].AllocatedResources[v1.ResourceMemory] = resource.MustParse("2Gi")
+		},
+	}
+	for name, change := range changed {
+		s := base()
+		change(&s)
+		m.SetPodStatus(p, s)
+		if got := m.Version(p.UID); got != v+1 {
+			t.Errorf("%s: version %d, want %d", name, got, v+1)
+		}
+		m.SetPodStatus(p, base())
+		v = m.Version(p.UID)
+	}
+}
+
+// TestManagerNormalizesStatuses: the Manager keeps a status as the
+// kubelet's status manager does, whatever its caller passed: times in
+// whole seconds, regular and ephemeral container statuses by name, init
+// containers in spec order, each terminated container's message cut to
+// its share of 12 KiB on a character boundary; the caller's status is
+// left as it was.
+func TestManagerNormalizesStatuses(t *testing.T) {
+	m := status.New(status.Config{Clock: clocktesting.NewFakeClock(now)})
+	p := pod(v1.RestartPolicyAlways, []string{"z-init", "a-init"}, "b", "a", "c") // 5 containers: 2457 bytes each
+	frac := metav1.NewTime(now.Add(1500 * time.Millisecond))
+	long := strings.Repeat("x", 2456) + "é" // the 2457th byte is inside "é"
+	in := v1.PodStatus{
+		StartTime:  &frac,
+		Conditions: []v1.PodCondition{{Type: v1.PodReady, LastProbeTime: frac, LastTransitionTime: frac}},
+		InitContainerStatuses: []v1.ContainerStatus{
+			{Name: "z-init", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{StartedAt: frac, FinishedAt: frac, Message: long}}},
+			{Name: "a-init", State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: frac}}},
+		},
+		ContainerStatuses: []v1.ContainerStatus{
+			{Name: "b", LastTerminationState: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{FinishedAt: frac, Message: "short"}}},
+			{Name: "a"}, {Name: "c"},
+		},
+		EphemeralContainerStatuses: []v1.ContainerStatus{{Name: "y"}, {Name: "x"}},
+	}
+	keep := in.DeepCopy()
+	m.SetPodStatus(p, in)
+	got, _ := m.GetPodStatus(p.UID)
+
+	sec := metav1.NewTime(now.Add(time.Second))
+	for what, tm := range map[string]metav1.Time{
+		"startTime":                          *got.StartTime,
+		"lastProbeTime":                      got.Conditions[0].LastProbeTime,
+		"lastTransitionTime":                 got.Conditions[0].LastTransitionTime,
+		"an init container's startedAt":      got.InitContainerStatuses[1].State.Running.StartedAt,
+		"a terminated container's startedAt": got.InitContainerStatuses[0].State.Terminated.StartedAt,
+		"finishedAt":                         got.InitContainerStatuses[0].State.Terminated.FinishedAt,
+		"a last termination's finishedAt":    got.ContainerStatuses[1].LastTerminationState.Terminated.FinishedAt,
+	} {
+		if !tm.Equal(&sec) {
+			t.Errorf("%s: %v, want %v", what, tm.Time, sec.Time)
+		}
+	}
+	names := func(l []v1.ContainerStatus) (out []string) {
+		for _, c := range l {
+			out = append(out, c.Name)
+		}
+		return out
+	}
+	if d := cmp.Diff([]string{"z-init", "a-init"}, names(got.InitContainerStatuses)); d != "" {
+		t.Errorf("init containers not in spec order (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"a", "b", "c"}, names(got.ContainerStatuses)); d != "" {
+		t.Errorf("containers not by name (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"x", "y"}, names(got.EphemeralContainerStatuses)); d != "" {
+		t.Errorf("ephemeral containers not by name (-want +got):\n%s", d)
+	}
+	if msg := got.InitContainerStatuses[0].State.Terminated.Message; msg != strings.Repeat("x", 2456) {
+		t.Errorf("message cut to %d bytes, want 2456 (the share, less the split character)", len(msg))
+	}
+	if msg := got.ContainerStatuses[1].LastTerminationState.Terminated.Message; msg != "short" {
+		t.Errorf("a short message became %q", msg)
+	}
+	if d := cmp.Diff(keep, &in); d != "" {
+		t.Errorf("the caller's status was written (-before +after):\n%s", d)
 	}
 }
