@@ -217,7 +217,7 @@ func measure(work string, n int, idle time.Duration, relist, profile string, eve
 	r.cpu = cpuSeconds(pid)
 	time.Sleep(settle) // the start-up's last work: status pushes, the first log check
 	if profile != "" && profileIdle {
-		go startProfile(int(idle.Seconds()))
+		go startProfile(int(idle.Seconds()) - 5) // done before the agent stops
 	}
 	if traceFile != "" {
 		go fetch("trace", traceFile, int(idle.Seconds())-5) // done before the agent stops
