@@ -111,9 +111,9 @@ func New(cfg Config) *Manager {
 // kubelet's status manager does: times in whole seconds, terminated
 // containers' messages cut to their share of MaxTerminationMessagesLength,
 // regular and ephemeral container statuses in name order. A status
-// unchanged by then keeps its version and is not sent again. A changed status drops
-// the probe verdicts of the pod's containers that it no longer shows, or
-// shows terminated: they can never count again.
+// unchanged by then keeps its version and is not sent again. A changed
+// status drops the probe verdicts of the pod's containers that it no
+// longer shows, or shows terminated: they can never count again.
 func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -143,11 +143,10 @@ func (m *Manager) setLocked(pod *v1.Pod, status v1.PodStatus) {
 // Equal protobuf encodings settle it: the generated marshalers write every
 // field, maps in key order, times in seconds (normalized statuses have no
 // more), and quantities in canonical form, so equal bytes mean equal
-// statuses. That
-// costs about a fifteenth of the reflective comparison, which was most of
-// a resync of an unchanged pod (BenchmarkSetPodStatusUnchanged); the
-// latter is kept for the statuses whose encodings differ, such as a
-// quantity written in another format.
+// statuses. That costs about a fifteenth of the reflective comparison,
+// which was most of a resync of an unchanged pod
+// (BenchmarkSetPodStatusUnchanged); the latter is kept for the statuses
+// whose encodings differ, such as a quantity written in another format.
 func sameStatus(a, b *v1.PodStatus) bool {
 	ea, errA := a.Marshal()
 	eb, errB := b.Marshal()
