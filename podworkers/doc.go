@@ -19,14 +19,22 @@
 //     effects returned by Update and Finish say when a worker must
 //     start, be woken or have its SyncPod cancelled, and when the pod is
 //     due again. Its tests drive it directly, with no waiting.
-//   - PodWorkers is the driver: it owns a Machine behind a mutex, one
-//     goroutine per pod UID that takes the pod's steps one at a time, the
+//   - PodWorkers is the driver: it owns a Machine behind a mutex, the
+//     pods' goroutines that take each pod's steps one at a time, the
 //     clock, the retry timers, the cancellation of steps, and the
 //     recovery of panics. It reads the runtime's view from the
 //     StatusCache and calls the SyncHandler.
 //
+// A pod has a goroutine, never more than one, only while it has a step
+// to take or a failed step's back-off to wait out: the goroutine returns
+// when the machine has nothing for the pod, and the pod's next update
+// starts another. Where the kubelet parks a goroutine per pod for the
+// pod's whole life, a node of pods that run and sync once a minute holds
+// no worker goroutine between syncs (TestIdleWorkersHoldNoGoroutine):
+// with 1000 pods, about 5 MB of parked stacks less.
+//
 // UpdatePod never blocks: it records the update and wakes the pod's
-// goroutine. An update that arrives while a step runs replaces any
+// goroutine, or starts it. An update that arrives while a step runs replaces any
 // pending one, so the next step sees the latest spec (a periodic
 // SyncPodSync never replaces a more important pending update). Each step
 // of a pod with a spec first reads the runtime's view from the

@@ -126,9 +126,11 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
-// PodWorkers drives a Machine: it runs one goroutine per pod UID that
-// takes the pod's steps one at a time, owns the clock, retries failed
-// terminating and terminated steps after their back-off, cancels a
+// PodWorkers drives a Machine: it runs a pod's goroutine, one at most per
+// pod UID, while the pod has a step to take or a retry to wait for; the
+// goroutine takes the steps one at a time and returns when there is
+// neither, and the next update starts another. It owns the clock, retries
+// failed terminating and terminated steps after their back-off, cancels a
 // SyncPod when termination is requested, and recovers a panicking
 // handler. Updates that arrive while a step runs coalesce to the latest.
 // All methods are safe for concurrent use; Run must be running for work
@@ -157,14 +159,24 @@ type PodWorkers struct {
 // worker is one pod's goroutine bookkeeping; fields are guarded by
 // PodWorkers.mu.
 type worker struct {
-	notify chan struct{}      // capacity 1: a wake-up is pending
-	cancel context.CancelFunc // cancels the running step; nil between steps
+	notify  chan struct{}      // capacity 1: a wake-up is pending
+	cancel  context.CancelFunc // cancels the running step; nil between steps
+	running bool               // the pod's goroutine exists
 }
 
-func (w *worker) wake() {
-	select {
-	case w.notify <- struct{}{}:
-	default:
+// wakeLocked makes the pod's goroutine look for a step: it signals the
+// goroutine when it runs, and starts one when none does and Run is
+// running. p.mu must be held.
+func (p *PodWorkers) wakeLocked(uid types.UID, w *worker) {
+	if w.running {
+		select {
+		case w.notify <- struct{}{}:
+		default:
+		}
+		return
+	}
+	if p.started {
+		p.startLocked(uid, w)
 	}
 }
 
@@ -202,7 +214,9 @@ func (p *PodWorkers) Run(ctx context.Context) error {
 	p.ctx = ctx
 	p.started = true
 	for _, uid := range p.m.Pods() {
-		p.startLocked(uid, p.workers[uid])
+		if w := p.workers[uid]; w != nil && !w.running {
+			p.startLocked(uid, w)
+		}
 	}
 	p.mu.Unlock()
 	<-ctx.Done()
@@ -227,21 +241,17 @@ func (p *PodWorkers) updateLocked(opts UpdatePodOptions) {
 	eff := p.m.Update(opts, p.cfg.Clock.Now())
 	uid := updateUID(opts)
 	if eff.Created {
-		w := &worker{notify: make(chan struct{}, 1)}
-		p.workers[uid] = w
-		if p.started {
-			p.startLocked(uid, w)
-		}
+		p.workers[uid] = &worker{notify: make(chan struct{}, 1)}
 	}
 	w := p.workers[uid]
-	if eff.Ignored || w == nil {
+	if w == nil || eff.Ignored && !eff.Created {
 		return
 	}
 	if eff.Cancel && w.cancel != nil {
 		p.log.V(2).Info("termination requested: cancelling the running sync", "pod", updateName(opts), "podUID", uid)
 		w.cancel()
 	}
-	w.wake()
+	p.wakeLocked(uid, w)
 }
 
 func updateUID(opts UpdatePodOptions) types.UID {
@@ -264,7 +274,10 @@ func updateName(opts UpdatePodOptions) string {
 	return ""
 }
 
+// startLocked starts the pod's goroutine. p.mu must be held, Run must be
+// running, and the pod must have no goroutine.
 func (p *PodWorkers) startLocked(uid types.UID, w *worker) {
+	w.running = true
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -273,9 +286,12 @@ func (p *PodWorkers) startLocked(uid types.UID, w *worker) {
 }
 
 // work is a pod's goroutine: it takes the steps the machine hands out,
-// one at a time, until the pod's lifecycle is over or ctx ends.
+// one at a time, and waits out the back-off of a failed terminating or
+// terminated step. It returns when the pod has neither a step nor a
+// retry (a pod that syncs waits for its next update without a
+// goroutine), when its lifecycle is over, or when ctx ends.
 func (p *PodWorkers) work(ctx context.Context, uid types.UID, w *worker) {
-	// Steps' contexts hang off one per worker, so that making and
+	// Steps' contexts hang off one per goroutine, so that making and
 	// cancelling them never contends with other workers on Run's context.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -283,9 +299,24 @@ func (p *PodWorkers) work(ctx context.Context, uid types.UID, w *worker) {
 		p.mu.Lock()
 		step, ok := p.m.Next(uid, p.cfg.Clock.Now())
 		if !ok {
-			finished, retryAt := p.m.Finished(uid), p.m.RetryAt(uid)
+			retryAt := p.m.RetryAt(uid)
+			if p.m.Finished(uid) || retryAt.IsZero() || ctx.Err() != nil {
+				// Nothing to wait for. Updates are recorded, and their
+				// wake-ups sent, under p.mu, as Next and this return
+				// are: one recorded before is a step Next handed out,
+				// one recorded after finds no goroutine and starts one.
+				// A wake-up still pending was answered by Next.
+				select {
+				case <-w.notify:
+				default:
+				}
+				w.running = false
+				p.mu.Unlock()
+				return
+			}
 			p.mu.Unlock()
-			if finished || !p.wait(ctx, w, retryAt) {
+			if !p.wait(ctx, w, retryAt) {
+				p.exit(w)
 				return
 			}
 			continue
@@ -303,14 +334,23 @@ func (p *PodWorkers) work(ctx context.Context, uid types.UID, w *worker) {
 		p.noteDueLocked(eff.Due)
 		if eff.Unblocked != "" {
 			if next := p.workers[eff.Unblocked]; next != nil {
-				next.wake()
+				p.wakeLocked(eff.Unblocked, next)
 			}
 		}
-		p.mu.Unlock()
 		if eff.Finished || ctx.Err() != nil {
+			w.running = false
+			p.mu.Unlock()
 			return
 		}
+		p.mu.Unlock()
 	}
+}
+
+// exit records that the pod's goroutine returns.
+func (p *PodWorkers) exit(w *worker) {
+	p.mu.Lock()
+	w.running = false
+	p.mu.Unlock()
 }
 
 // wait blocks until the worker is woken, its retry is due, or ctx ends

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"sync"
 	"testing"
 	"time"
@@ -420,10 +421,16 @@ func TestManyPods(t *testing.T) {
 // waitFor yields until cond holds, failing after 10s of wall time.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
+	waitForState(t, cond, func() string { return "condition not reached" })
+}
+
+// waitForState is waitFor that fails with describe's account of the state.
+func waitForState(t *testing.T, cond func() bool, describe func() string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
+			t.Fatal(describe())
 		}
 		goschedHelper()
 	}
@@ -738,5 +745,86 @@ func TestDueChangedSignalsOnlyEarlierDueTimes(t *testing.T) {
 	case <-e.pw.DueChanged():
 		t.Error("DueChanged received for a request later than NextDue's 5s")
 	default:
+	}
+}
+
+// TestIdleWorkersHoldNoGoroutine: a pod's goroutine exists only while the
+// pod has a step to take; a synced pod holds none, and its next update
+// starts one again.
+func TestIdleWorkersHoldNoGoroutine(t *testing.T) {
+	e := newEnv(t)
+	base := goruntime.NumGoroutine()
+	const n = 100
+	for round, img := range []string{"v1", "v2"} {
+		typ := podworkers.SyncPodCreate
+		if round > 0 {
+			typ = podworkers.SyncPodUpdate
+		}
+		for i := range n {
+			e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: typ, Pod: pod(fmt.Sprint("p", i), img)})
+		}
+		seen := map[types.UID]bool{}
+		for range n {
+			c := e.next()
+			if c.image != img {
+				t.Fatalf("round %d: %+v, want a sync of %s", round, c, img)
+			}
+			seen[c.uid] = true
+		}
+		if len(seen) != n {
+			t.Fatalf("round %d: %d pods synced, want %d", round, len(seen), n)
+		}
+		waitForState(t, func() bool { return goruntime.NumGoroutine() <= base },
+			func() string {
+				return fmt.Sprintf("%d goroutines with every pod synced, want at most %d", goruntime.NumGoroutine(), base)
+			})
+	}
+	e.quiet()
+}
+
+// TestUpdatesRacingTheGoroutinesEndAreNeverLost: updates sent from many
+// goroutines while pods' goroutines come and go; each pod's last sync
+// sees its last spec.
+func TestUpdatesRacingTheGoroutinesEndAreNeverLost(t *testing.T) {
+	e := newEnv(t)
+	const pods, updates = 20, 50
+	var wg sync.WaitGroup
+	for i := range pods {
+		wg.Go(func() {
+			for u := range updates {
+				typ := podworkers.SyncPodUpdate
+				if u == 0 {
+					typ = podworkers.SyncPodCreate
+				}
+				e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: typ, Pod: pod(fmt.Sprint("p", i), fmt.Sprint("v", u))})
+				if u%7 == 0 {
+					goschedHelper()
+				}
+			}
+		})
+	}
+	last := map[types.UID]string{}
+	want := fmt.Sprint("v", updates-1)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	sent := false
+	deadline := time.After(20 * time.Second)
+	for {
+		finished := sent && len(last) == pods
+		for _, img := range last {
+			finished = finished && img == want
+		}
+		if finished {
+			e.quiet()
+			return
+		}
+		select {
+		case c := <-e.h.calls:
+			last[c.uid] = c.image
+		case <-done:
+			sent, done = true, nil // keep reading calls
+		case <-deadline:
+			t.Fatalf("after 20s the last syncs seen are %v, want %s for each of %d pods", last, want, pods)
+		}
 	}
 }
