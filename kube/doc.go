@@ -84,7 +84,9 @@
 //
 // A StatusSink is the status.Sink that writes pod statuses through the
 // pods/status subresource with the kubelet's merge rules (a terminal phase
-// stays, conditions owned by others stay), only when the API server's
+// stays, conditions owned by others stay, the resource claims' statuses
+// stay, a terminal pod goes with PodReady and ContainersReady false, for
+// the reason PodFailed or PodCompleted), only when the API server's
 // status differs, with the pod's UID in the patch; the status.Manager in
 // front of it retries, so an absent API server loses no status. Patched
 // and Skipped count the writes made and spared.

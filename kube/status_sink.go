@@ -193,7 +193,7 @@ func (s *StatusSink) UpdatePodStatus(ctx context.Context, pod *v1.Pod, st v1.Pod
 	case !static && cur.UID != pod.UID:
 		return nil
 	}
-	merged := mergePodStatus(cur.Status, st)
+	merged := mergePodStatus(cur.Status, st, s.cfg.Clock.Now())
 	if equality.Semantic.DeepEqual(cur.Status, merged) {
 		s.skipped.Add(1)
 		return nil
@@ -227,8 +227,9 @@ var kubeletConditions = map[v1.PodConditionType]bool{
 	v1.AllContainersRestarting:   true,
 }
 
-// mergePodStatus merges the node's status st into the API's status old.
-func mergePodStatus(old, st v1.PodStatus) v1.PodStatus {
+// mergePodStatus merges the node's status st into the API's status old;
+// now stamps a readiness condition it turns false.
+func mergePodStatus(old, st v1.PodStatus, now time.Time) v1.PodStatus {
 	merged := *st.DeepCopy()
 	if (old.Phase == v1.PodFailed || old.Phase == v1.PodSucceeded) && merged.Phase != old.Phase {
 		merged.Phase = old.Phase
@@ -268,7 +269,24 @@ func mergePodStatus(old, st v1.PodStatus) v1.PodStatus {
 	}
 	merged.Conditions = conds
 	merged.NominatedNodeName = old.NominatedNodeName
+	// The claims' statuses are the scheduler's and the DRA controllers':
+	// a node that changes them is refused by the NodeRestriction
+	// admission plugin.
 	merged.ResourceClaimStatuses = old.ResourceClaimStatuses
+	merged.ExtendedResourceClaimStatus = old.ExtendedResourceClaimStatus
+	merged.NodeAllocatableResourceClaimStatuses = old.NodeAllocatableResourceClaimStatuses
+	// A terminal pod is never written ready (the kubelet's
+	// mergePodStatus; issues.k8s.io/108594): the node's readiness may lag
+	// its phase, or the phase be the API's terminal one kept above.
+	if terminalPhase(merged.Phase) && (conditionTrue(merged.Conditions, v1.PodReady) || conditionTrue(merged.Conditions, v1.ContainersReady)) {
+		reason := reasonPodFailed
+		if merged.Phase == v1.PodSucceeded {
+			reason = reasonPodCompleted
+		}
+		for _, t := range []v1.PodConditionType{v1.ContainersReady, v1.PodReady} {
+			setCondition(&merged, v1.PodCondition{Type: t, Status: v1.ConditionFalse, Reason: reason}, now)
+		}
+	}
 	// What the API server fills in when the status leaves it out: the
 	// lists from the single addresses, and the QoS class it computed.
 	// Patching them away would change the pod on every write.
@@ -290,6 +308,37 @@ func mergePodStatus(old, st v1.PodStatus) v1.PodStatus {
 }
 
 func terminalPhase(p v1.PodPhase) bool { return p == v1.PodFailed || p == v1.PodSucceeded }
+
+// The readiness conditions' reasons in a terminal phase, the kubelet's.
+const (
+	reasonPodFailed    = "PodFailed"
+	reasonPodCompleted = "PodCompleted"
+)
+
+func conditionTrue(cs []v1.PodCondition, t v1.PodConditionType) bool {
+	i := conditionIndex(cs, t)
+	return i >= 0 && cs[i].Status == v1.ConditionTrue
+}
+
+// setCondition puts c in st, in place of the condition of its type or
+// appended, as the kubelet's UpdatePodCondition does: the transition time
+// is now when the status changes (or the condition is new), else the old
+// one; the observed generation is the old condition's.
+func setCondition(st *v1.PodStatus, c v1.PodCondition, now time.Time) {
+	c.LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
+	i := conditionIndex(st.Conditions, c.Type)
+	if i < 0 {
+		c.ObservedGeneration = st.ObservedGeneration
+		st.Conditions = append(st.Conditions, c)
+		return
+	}
+	old := st.Conditions[i]
+	if old.Status == c.Status {
+		c.LastTransitionTime = old.LastTransitionTime
+	}
+	c.ObservedGeneration = old.ObservedGeneration
+	st.Conditions[i] = c
+}
 
 // conditionIndex is the index of the condition of type t in cs, or -1.
 func conditionIndex(cs []v1.PodCondition, t v1.PodConditionType) int {

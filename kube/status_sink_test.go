@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
@@ -14,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/kube"
 	"github.com/nodekit/nodekit/podsource"
@@ -131,7 +134,8 @@ func TestStatusSinkMergeRules(t *testing.T) {
 	for _, c := range got.Conditions {
 		conds[c.Type] = c.Status
 	}
-	want := map[v1.PodConditionType]v1.ConditionStatus{"example.com/gate": v1.ConditionTrue, v1.PodReady: v1.ConditionTrue, v1.ContainersReady: v1.ConditionTrue}
+	// The phase stays terminal, so the node's readiness does not show.
+	want := map[v1.PodConditionType]v1.ConditionStatus{"example.com/gate": v1.ConditionTrue, v1.PodReady: v1.ConditionFalse, v1.ContainersReady: v1.ConditionFalse}
 	if d := cmp.Diff(want, conds); d != "" {
 		t.Errorf("conditions (-want +got):\n%s", d)
 	}
@@ -284,5 +288,88 @@ func TestStatusSinkKeepsTheNewestObservedGeneration(t *testing.T) {
 		if got := podStatus(t, client, "web").ObservedGeneration; got != tc.want {
 			t.Errorf("sent observedGeneration %d: the API has %d, want %d", tc.sent, got, tc.want)
 		}
+	}
+}
+
+// TestStatusSinkNeverWritesATerminalPodReady: a terminal phase goes to
+// the API server with PodReady and ContainersReady false, whatever the
+// node's readiness said, with the kubelet's reasons and a transition at
+// the sink's clock; a readiness already false keeps its transition time.
+func TestStatusSinkNeverWritesATerminalPodReady(t *testing.T) {
+	now := time.Date(2026, 3, 1, 10, 0, 0, 500, time.UTC)
+	earlier := metav1.NewTime(now.Add(-time.Hour).Truncate(time.Second))
+	for _, tc := range []struct {
+		phase  v1.PodPhase
+		reason string
+	}{{v1.PodFailed, "PodFailed"}, {v1.PodSucceeded, "PodCompleted"}} {
+		pod := apiPod("default", "p", "u1", "n1", 0)
+		pod.Status = v1.PodStatus{Phase: v1.PodRunning}
+		client := fake.NewClientset(pod)
+		s, err := kube.NewStatusSink(kube.StatusSinkConfig{Client: client, Clock: clocktesting.NewFakeClock(now)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := running("10.0.0.6")
+		st.Phase = tc.phase
+		st.Conditions[1] = v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionFalse, LastTransitionTime: earlier}
+		if err := s.UpdatePodStatus(context.Background(), sourced(pod), st); err != nil {
+			t.Fatal(err)
+		}
+		got := podStatus(t, client, "p")
+		if got.Phase != tc.phase {
+			t.Fatalf("phase %s, want %s", got.Phase, tc.phase)
+		}
+		want := map[v1.PodConditionType]v1.PodCondition{
+			v1.PodReady:        {Type: v1.PodReady, Status: v1.ConditionFalse, Reason: tc.reason, LastTransitionTime: metav1.NewTime(now.Truncate(time.Second))},
+			v1.ContainersReady: {Type: v1.ContainersReady, Status: v1.ConditionFalse, Reason: tc.reason, LastTransitionTime: earlier},
+		}
+		for _, c := range got.Conditions {
+			w, ok := want[c.Type]
+			if !ok {
+				t.Errorf("%s: unexpected condition %+v", tc.phase, c)
+				continue
+			}
+			delete(want, c.Type)
+			if d := cmp.Diff(w, c); d != "" {
+				t.Errorf("%s: condition %s (-want +got):\n%s", tc.phase, c.Type, d)
+			}
+		}
+		if len(want) > 0 {
+			t.Errorf("%s: conditions missing: %v", tc.phase, want)
+		}
+	}
+}
+
+// TestStatusSinkKeepsTheClaimsStatuses: the statuses of a pod's resource
+// claims are not the node's to write (NodeRestriction refuses a node that
+// changes them); a node's status leaves the API's as they are.
+func TestStatusSinkKeepsTheClaimsStatuses(t *testing.T) {
+	pod := apiPod("default", "p", "u1", "n1", 0)
+	pod.Status = v1.PodStatus{
+		Phase:                 v1.PodPending,
+		ResourceClaimStatuses: []v1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("p-gpu")}},
+		ExtendedResourceClaimStatus: &v1.PodExtendedResourceClaimStatus{
+			ResourceClaimName: "p-extended",
+			RequestMappings:   []v1.ContainerExtendedResourceRequest{{ContainerName: "c", ResourceName: "example.com/gpu", RequestName: "r0"}},
+		},
+		NodeAllocatableResourceClaimStatuses: []v1.NodeAllocatableResourceClaimStatus{{ResourceClaimName: "p-cpu"}},
+	}
+	client := fake.NewClientset(pod)
+	s := newSink(t, client)
+	if err := s.UpdatePodStatus(context.Background(), sourced(pod), running("10.0.0.6")); err != nil {
+		t.Fatal(err)
+	}
+	got := podStatus(t, client, "p")
+	if got.Phase != v1.PodRunning {
+		t.Fatalf("phase %s, want Running: the status was not written", got.Phase)
+	}
+	if d := cmp.Diff(pod.Status.ResourceClaimStatuses, got.ResourceClaimStatuses); d != "" {
+		t.Errorf("resourceClaimStatuses (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(pod.Status.ExtendedResourceClaimStatus, got.ExtendedResourceClaimStatus); d != "" {
+		t.Errorf("extendedResourceClaimStatus (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(pod.Status.NodeAllocatableResourceClaimStatuses, got.NodeAllocatableResourceClaimStatuses); d != "" {
+		t.Errorf("nodeAllocatableResourceClaimStatuses (-want +got):\n%s", d)
 	}
 }
