@@ -188,7 +188,7 @@
 // container's message is cut to its share of
 // MaxTerminationMessagesLength (12 KiB divided by the pod's containers of
 // every kind), on a character boundary; regular and ephemeral container
-// statuses are put in name order, init containers keep the spec's. A
+// statuses are put in name order, init containers' in the spec's. A
 // status whose normalized form equals the last one (semantically, as
 // equality.Semantic decides, so a time in another zone or a quantity in
 // another format is no change) keeps its version and is not pushed. The

@@ -362,7 +362,7 @@ func TestManagerVersionsOnlySemanticChanges(t *testing.T) {
 // TestManagerNormalizesStatuses: the Manager keeps a status as the
 // kubelet's status manager does, whatever its caller passed: times in
 // whole seconds, regular and ephemeral container statuses by name, init
-// containers in spec order, each terminated container's message cut to
+// containers' put in spec order, each terminated container's message cut to
 // its share of 12 KiB on a character boundary; the caller's status is
 // left as it was.
 func TestManagerNormalizesStatuses(t *testing.T) {
@@ -373,9 +373,9 @@ func TestManagerNormalizesStatuses(t *testing.T) {
 	in := v1.PodStatus{
 		StartTime:  &frac,
 		Conditions: []v1.PodCondition{{Type: v1.PodReady, LastProbeTime: frac, LastTransitionTime: frac}},
-		InitContainerStatuses: []v1.ContainerStatus{
-			{Name: "z-init", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{StartedAt: frac, FinishedAt: frac, Message: long}}},
+		InitContainerStatuses: []v1.ContainerStatus{ // not in spec order
 			{Name: "a-init", State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: frac}}},
+			{Name: "z-init", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{StartedAt: frac, FinishedAt: frac, Message: long}}},
 		},
 		ContainerStatuses: []v1.ContainerStatus{
 			{Name: "b", LastTerminationState: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{FinishedAt: frac, Message: "short"}}},
@@ -387,6 +387,21 @@ func TestManagerNormalizesStatuses(t *testing.T) {
 	m.SetPodStatus(p, in)
 	got, _ := m.GetPodStatus(p.UID)
 
+	names := func(l []v1.ContainerStatus) (out []string) {
+		for _, c := range l {
+			out = append(out, c.Name)
+		}
+		return out
+	}
+	if d := cmp.Diff([]string{"z-init", "a-init"}, names(got.InitContainerStatuses)); d != "" {
+		t.Fatalf("init containers not in spec order (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"a", "b", "c"}, names(got.ContainerStatuses)); d != "" {
+		t.Errorf("containers not by name (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"x", "y"}, names(got.EphemeralContainerStatuses)); d != "" {
+		t.Errorf("ephemeral containers not by name (-want +got):\n%s", d)
+	}
 	sec := metav1.NewTime(now.Add(time.Second))
 	for what, tm := range map[string]metav1.Time{
 		"startTime":                          *got.StartTime,
@@ -400,21 +415,6 @@ func TestManagerNormalizesStatuses(t *testing.T) {
 		if !tm.Equal(&sec) {
 			t.Errorf("%s: %v, want %v", what, tm.Time, sec.Time)
 		}
-	}
-	names := func(l []v1.ContainerStatus) (out []string) {
-		for _, c := range l {
-			out = append(out, c.Name)
-		}
-		return out
-	}
-	if d := cmp.Diff([]string{"z-init", "a-init"}, names(got.InitContainerStatuses)); d != "" {
-		t.Errorf("init containers not in spec order (-want +got):\n%s", d)
-	}
-	if d := cmp.Diff([]string{"a", "b", "c"}, names(got.ContainerStatuses)); d != "" {
-		t.Errorf("containers not by name (-want +got):\n%s", d)
-	}
-	if d := cmp.Diff([]string{"x", "y"}, names(got.EphemeralContainerStatuses)); d != "" {
-		t.Errorf("ephemeral containers not by name (-want +got):\n%s", d)
 	}
 	if msg := got.InitContainerStatuses[0].State.Terminated.Message; msg != strings.Repeat("x", 2456) {
 		t.Errorf("message cut to %d bytes, want 2456 (the share, less the split character)", len(msg))

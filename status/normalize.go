@@ -20,11 +20,11 @@ const MaxTerminationMessagesLength = 12 * 1024
 // compares a status (its normalizeStatus): times in whole seconds, as the
 // API server stores them; each terminated container's message cut to its
 // share of MaxTerminationMessagesLength; regular and ephemeral container
-// statuses in name order (init containers keep the spec's). The caller's
+// statuses in name order, init container statuses in the spec's. The caller's
 // slices are never written: a status that needs a change is copied first.
 func normalize(pod *v1.Pod, s v1.PodStatus) v1.PodStatus {
 	budget := messageBudget(pod)
-	if !needsNormalizing(&s, budget) {
+	if !needsNormalizing(pod, &s, budget) {
 		return s
 	}
 	s = *s.DeepCopy()
@@ -42,7 +42,41 @@ func normalize(pod *v1.Pod, s v1.PodStatus) v1.PodStatus {
 	byName := func(a, b v1.ContainerStatus) int { return cmp.Compare(a.Name, b.Name) }
 	slices.SortStableFunc(s.ContainerStatuses, byName)
 	slices.SortStableFunc(s.EphemeralContainerStatuses, byName)
+	specOrder(pod, s.InitContainerStatuses)
 	return s
+}
+
+// specOrder puts the init container statuses in the order of the pod's
+// init containers (the kubelet's SortInitContainerStatuses); statuses of
+// names not in the spec go last, in their order.
+func specOrder(pod *v1.Pod, statuses []v1.ContainerStatus) {
+	next := 0
+	for i := range pod.Spec.InitContainers {
+		for j := next; j < len(statuses); j++ {
+			if statuses[j].Name == pod.Spec.InitContainers[i].Name {
+				statuses[next], statuses[j] = statuses[j], statuses[next]
+				next++
+				break
+			}
+		}
+	}
+}
+
+// inSpecOrder reports whether specOrder would leave statuses as they are.
+func inSpecOrder(pod *v1.Pod, statuses []v1.ContainerStatus) bool {
+	next := 0
+	for i := range pod.Spec.InitContainers {
+		if next < len(statuses) && statuses[next].Name == pod.Spec.InitContainers[i].Name {
+			next++
+			continue
+		}
+		for j := next + 1; j < len(statuses); j++ {
+			if statuses[j].Name == pod.Spec.InitContainers[i].Name {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func messageBudget(pod *v1.Pod) int {
@@ -55,7 +89,7 @@ func messageBudget(pod *v1.Pod) int {
 
 // needsNormalizing reports whether normalize would change s, so that a
 // status already normal (the usual resync) costs no copy.
-func needsNormalizing(s *v1.PodStatus, budget int) bool {
+func needsNormalizing(pod *v1.Pod, s *v1.PodStatus, budget int) bool {
 	if s.StartTime != nil && s.StartTime.Nanosecond() != 0 {
 		return true
 	}
@@ -72,7 +106,8 @@ func needsNormalizing(s *v1.PodStatus, budget int) bool {
 		}
 	}
 	byName := func(a, b v1.ContainerStatus) int { return cmp.Compare(a.Name, b.Name) }
-	return !slices.IsSortedFunc(s.ContainerStatuses, byName) || !slices.IsSortedFunc(s.EphemeralContainerStatuses, byName)
+	return !slices.IsSortedFunc(s.ContainerStatuses, byName) || !slices.IsSortedFunc(s.EphemeralContainerStatuses, byName) ||
+		!inSpecOrder(pod, s.InitContainerStatuses)
 }
 
 func normalState(c *v1.ContainerState, budget int) bool {
