@@ -426,3 +426,29 @@ func TestManagerNormalizesStatuses(t *testing.T) {
 		t.Errorf("the caller's status was written (-before +after):\n%s", d)
 	}
 }
+
+// TestManagerKeepsTheNewestObservedGeneration: a status generated from an
+// older spec than the last one keeps the newer observed generation, and
+// is no change when nothing else differs.
+func TestManagerKeepsTheNewestObservedGeneration(t *testing.T) {
+	m := status.New(status.Config{Clock: clocktesting.NewFakeClock(now)})
+	p := pod(v1.RestartPolicyAlways, nil, "a")
+	at := func(gen int64) v1.PodStatus {
+		s := runningAs("fake://a-0")
+		s.ObservedGeneration = gen
+		return s
+	}
+	m.SetPodStatus(p, at(5))
+	v := m.Version(p.UID)
+	m.SetPodStatus(p, at(4))
+	if got, _ := m.GetPodStatus(p.UID); got.ObservedGeneration != 5 {
+		t.Errorf("observedGeneration %d after a status of generation 4, want 5", got.ObservedGeneration)
+	}
+	if got := m.Version(p.UID); got != v {
+		t.Errorf("version %d, want %d: an older generation alone is no change", got, v)
+	}
+	m.SetPodStatus(p, at(6))
+	if got, _ := m.GetPodStatus(p.UID); got.ObservedGeneration != 6 {
+		t.Errorf("observedGeneration %d, want 6", got.ObservedGeneration)
+	}
+}

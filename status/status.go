@@ -110,8 +110,9 @@ func New(cfg Config) *Manager {
 // SetPodStatus records a pod's newly generated status, normalized as the
 // kubelet's status manager does: times in whole seconds, terminated
 // containers' messages cut to their share of MaxTerminationMessagesLength,
-// regular and ephemeral container statuses in name order. A status
-// unchanged by then keeps its version and is not sent again. A changed
+// regular and ephemeral container statuses in name order; its observed
+// generation never goes below the last one's. A status unchanged by then
+// keeps its version and is not sent again. A changed
 // status drops the probe verdicts of the pod's containers that it no
 // longer shows, or shows terminated: they can never count again.
 func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) {
@@ -128,6 +129,11 @@ func (m *Manager) setLocked(pod *v1.Pod, status v1.PodStatus) {
 	}
 	e.pod = pod
 	status = normalize(pod, status)
+	if e.version > 0 && e.status.ObservedGeneration > status.ObservedGeneration {
+		// A status made from an older spec does not take the observed
+		// generation back, as in the kubelet's status manager.
+		status.ObservedGeneration = e.status.ObservedGeneration
+	}
 	if e.version > 0 && sameStatus(&e.status, &status) {
 		return
 	}
