@@ -73,12 +73,15 @@ func TestPodThatDoesNotFitIsRejectedOutOfcpu(t *testing.T) {
 	}
 	// A pod added after it is admitted against the running one only, and
 	// runs; by then the rejected pod never had a sandbox nor any status
-	// but Failed OutOfcpu.
+	// but Failed OutOfcpu, with no container status nor condition.
 	f.send(podsource.ADD, withCPU(apiPod("later", v1.RestartPolicyAlways, []string{"main"}), "400m"))
 	f.waitFor("later", "running", func(s v1.PodStatus) bool { return s.Phase == v1.PodRunning })
 	for _, s := range f.history.all("big") {
 		if s.Phase != v1.PodFailed || s.Reason != "OutOfcpu" {
 			t.Errorf("big had status %s %q, want only Failed OutOfcpu", s.Phase, s.Reason)
+		}
+		if n := len(s.InitContainerStatuses) + len(s.ContainerStatuses) + len(s.Conditions); n > 0 {
+			t.Errorf("big had %d container statuses and conditions, want none, as the kubelet's rejection writes: %+v", n, s)
 		}
 	}
 	sandboxes, err := f.fake.ListPodSandbox(context.Background(), nil)

@@ -40,7 +40,8 @@ func (a *Agent) node() *v1.Node {
 // addPods remembers the pods, admits those that are neither terminal nor
 // being terminated, in order of creation, each against the pods admitted
 // before it, and hands every one to its worker: a rejected pod's worker
-// finds it Failed and finishes it without starting anything.
+// finds it Failed and finishes it without starting anything or changing
+// its status.
 func (a *Agent) addPods(pods []*v1.Pod) {
 	pods = append([]*v1.Pod(nil), pods...)
 	sort.SliceStable(pods, func(i, j int) bool {

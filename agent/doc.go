@@ -169,7 +169,8 @@
 // NoExecute Config.NodeTaints) followed by Config.AdmitHandlers. A
 // refused pod is recorded Failed with the handler's reason and "Pod was
 // rejected: <message>", gets a warning event, and is never started; its
-// worker finishes it at once. Pods already terminal, or being terminated,
+// worker finishes it at once and leaves that status as it is, with no
+// container status nor condition, as the kubelet's rejection writes it. Pods already terminal, or being terminated,
 // are not admitted again. A critical pod that does not fit is admitted
 // in place of the pods admission.Preempting picks: each is recorded
 // Failed with reason Preempting, "Preempted in order to admit critical

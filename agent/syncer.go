@@ -465,6 +465,12 @@ func (a *Agent) HandleProbeUpdate(_ context.Context, u probes.Update) {
 // termination.
 func (a *Agent) generateAt(pod *v1.Pod, rs *runtime.PodStatus, stage status.Stage) v1.PodStatus {
 	prev, ok := a.status.GetPodStatus(pod.UID)
+	if f, failed := a.failure(pod.UID); ok && failed && f.rejected {
+		// A rejected pod never ran: its status stays the one reject
+		// recorded, with no container status nor condition, as the
+		// kubelet hands such a pod to no pod worker.
+		return prev
+	}
 	var ids []string
 	if rs != nil {
 		for _, c := range rs.ContainerStatuses {
