@@ -452,3 +452,19 @@ func TestManagerKeepsTheNewestObservedGeneration(t *testing.T) {
 		t.Errorf("observedGeneration %d, want 6", got.ObservedGeneration)
 	}
 }
+
+// TestManagerKeepsItsOwnCopy: a caller that changes the status it passed
+// (its slices, its conditions) does not change what the Manager keeps.
+func TestManagerKeepsItsOwnCopy(t *testing.T) {
+	m := status.New(status.Config{Clock: clocktesting.NewFakeClock(now)})
+	p := pod(v1.RestartPolicyAlways, nil, "a")
+	s := runningAs("fake://a-0") // whole-second times: nothing to normalize
+	s.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
+	m.SetPodStatus(p, s)
+	s.ContainerStatuses[0].RestartCount = 9
+	s.Conditions[0].Status = v1.ConditionFalse
+	got, _ := m.GetPodStatus(p.UID)
+	if got.ContainerStatuses[0].RestartCount != 0 || got.Conditions[0].Status != v1.ConditionTrue {
+		t.Errorf("the caller's changes reached the Manager: restartCount %d, Ready %s", got.ContainerStatuses[0].RestartCount, got.Conditions[0].Status)
+	}
+}

@@ -112,7 +112,8 @@ func New(cfg Config) *Manager {
 // containers' messages cut to their share of MaxTerminationMessagesLength,
 // regular and ephemeral container statuses in name order; its observed
 // generation never goes below the last one's. A status unchanged by then
-// keeps its version and is not sent again. A changed
+// keeps its version and is not sent again; a changed one is kept as a
+// copy, so the caller may reuse what it passed. A changed
 // status drops the probe verdicts of the pod's containers that it no
 // longer shows, or shows terminated: they can never count again.
 func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) {
@@ -137,7 +138,10 @@ func (m *Manager) setLocked(pod *v1.Pod, status v1.PodStatus) {
 	if e.version > 0 && sameStatus(&e.status, &status) {
 		return
 	}
-	e.status = status
+	// Kept as a copy of its own (normalize may have returned the
+	// caller's), so that the caller's later changes never reach it, as
+	// the kubelet's status manager copies the status it is given.
+	e.status = *status.DeepCopy()
 	e.version++
 	m.pruneLocked(e)
 	m.poke()
