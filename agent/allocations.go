@@ -162,23 +162,11 @@ func (a *Agent) allocationsChanged() { a.allocGen++ }
 // changed since the last write. It is called after a batch of changes,
 // before the syncs that carry them out; a failed write is logged and
 // made again at the next call (housekeeping makes one every period).
-// It must not be called with a.mu held.
-// allocationsSaved reports whether the checkpoint holds every change of
-// the allocations (always without a checkpoint).
-func (a *Agent) allocationsSaved() bool {
+// It must not be called with a.mu held. It reports whether the
+// checkpoint then holds every change (always without a checkpoint).
+func (a *Agent) saveAllocations() (saved bool) {
 	if a.cfg.AllocationCheckpoint == "" {
 		return true
-	}
-	a.ckptMu.Lock()
-	defer a.ckptMu.Unlock()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.allocGen == a.ckptGen
-}
-
-func (a *Agent) saveAllocations() {
-	if a.cfg.AllocationCheckpoint == "" {
-		return
 	}
 	a.ckptMu.Lock()
 	defer a.ckptMu.Unlock()
@@ -186,7 +174,7 @@ func (a *Agent) saveAllocations() {
 	gen := a.allocGen
 	if gen == a.ckptGen {
 		a.mu.Unlock()
-		return
+		return true
 	}
 	allocs := make(map[types.UID]allocation, len(a.resizes)+len(a.restored))
 	for uid, al := range a.restored {
@@ -199,7 +187,8 @@ func (a *Agent) saveAllocations() {
 	sum, err := writeAllocations(a.cfg.AllocationCheckpoint, allocs, a.ckptSum)
 	if err != nil {
 		a.log.Error(err, "saving the pods' allocations failed; trying again at the next change or housekeeping", "file", a.cfg.AllocationCheckpoint)
-		return
+		return false
 	}
 	a.ckptSum, a.ckptGen = sum, gen
+	return true
 }

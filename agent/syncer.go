@@ -93,8 +93,8 @@ func (a *Agent) HandlePodCleanups(ctx context.Context) error {
 	quiet := a.housekeep(ctx)
 	// The allocations' changes not yet written (removals, re-created
 	// pods, a write that failed) are written once per housekeeping.
-	a.saveAllocations()
-	a.quiet.Store(quiet && a.allocationsSaved())
+	saved := a.saveAllocations()
+	a.quiet.Store(quiet && saved)
 	return nil
 }
 
@@ -465,7 +465,8 @@ func (a *Agent) HandleProbeUpdate(_ context.Context, u probes.Update) {
 // termination.
 func (a *Agent) generateAt(pod *v1.Pod, rs *runtime.PodStatus, stage status.Stage) v1.PodStatus {
 	prev, ok := a.status.GetPodStatus(pod.UID)
-	if f, failed := a.failure(pod.UID); ok && failed && f.rejected {
+	f, failed := a.failure(pod.UID)
+	if ok && failed && f.rejected {
 		// A rejected pod never ran: its status stays the one reject
 		// recorded, with no container status nor condition, as the
 		// kubelet hands such a pod to no pod worker.
@@ -491,7 +492,7 @@ func (a *Agent) generateAt(pod *v1.Pod, rs *runtime.PodStatus, stage status.Stag
 		in.Previous = &prev
 	}
 	s := status.Generate(in)
-	if f, failed := a.failure(pod.UID); failed {
+	if failed {
 		s.Phase, s.Reason, s.Message = v1.PodFailed, f.Reason.Reason, f.Message
 		if f.disruption != "" {
 			disruptionTarget(&s, in.Previous, f.disruption, in.Now)

@@ -298,27 +298,27 @@ func (p *PodWorkers) work(ctx context.Context, uid types.UID, w *worker) {
 	for {
 		p.mu.Lock()
 		step, ok := p.m.Next(uid, p.cfg.Clock.Now())
+		var retryAt time.Time
 		if !ok {
-			retryAt := p.m.RetryAt(uid)
-			if p.m.Finished(uid) || retryAt.IsZero() || ctx.Err() != nil {
-				// Nothing to wait for. Updates are recorded, and their
-				// wake-ups sent, under p.mu, as Next and this return
-				// are: one recorded before is a step Next handed out,
-				// one recorded after finds no goroutine and starts one.
-				// A wake-up still pending was answered by Next.
-				select {
-				case <-w.notify:
-				default:
-				}
-				w.running = false
-				p.mu.Unlock()
-				return
+			retryAt = p.m.RetryAt(uid)
+		}
+		if ctx.Err() != nil || !ok && (p.m.Finished(uid) || retryAt.IsZero()) {
+			// Nothing to do or wait for. Updates are recorded, and their
+			// wake-ups sent, under p.mu, as Next and this return are: one
+			// recorded before is a step Next handed out, one recorded
+			// after finds no goroutine and starts one. A wake-up still
+			// pending was answered by Next.
+			select {
+			case <-w.notify:
+			default:
 			}
+			w.running = false
 			p.mu.Unlock()
-			if !p.wait(ctx, w, retryAt) {
-				p.exit(w)
-				return
-			}
+			return
+		}
+		if !ok {
+			p.mu.Unlock()
+			p.wait(ctx, w, retryAt)
 			continue
 		}
 		stepCtx, cancel := context.WithCancel(ctx)
@@ -337,42 +337,23 @@ func (p *PodWorkers) work(ctx context.Context, uid types.UID, w *worker) {
 				p.wakeLocked(eff.Unblocked, next)
 			}
 		}
-		if eff.Finished || ctx.Err() != nil {
-			w.running = false
-			p.mu.Unlock()
-			return
-		}
 		p.mu.Unlock()
 	}
 }
 
-// exit records that the pod's goroutine returns.
-func (p *PodWorkers) exit(w *worker) {
-	p.mu.Lock()
-	w.running = false
-	p.mu.Unlock()
-}
-
-// wait blocks until the worker is woken, its retry is due, or ctx ends
-// (false).
-func (p *PodWorkers) wait(ctx context.Context, w *worker, retryAt time.Time) bool {
-	var due <-chan time.Time
-	if !retryAt.IsZero() {
-		d := retryAt.Sub(p.cfg.Clock.Now())
-		if d <= 0 {
-			return ctx.Err() == nil
-		}
-		t := p.cfg.Clock.NewTimer(d)
-		defer t.Stop()
-		due = t.C()
+// wait blocks until the worker is woken, its retry is due, or ctx ends.
+func (p *PodWorkers) wait(ctx context.Context, w *worker, retryAt time.Time) {
+	d := retryAt.Sub(p.cfg.Clock.Now())
+	if d <= 0 {
+		return
 	}
+	t := p.cfg.Clock.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return false
 	case <-w.notify:
-	case <-due:
+	case <-t.C():
 	}
-	return true
 }
 
 // runStep reads the pod's status and runs the handler for one step. A

@@ -20,12 +20,13 @@ const MaxTerminationMessagesLength = 12 * 1024
 // compares a status (its normalizeStatus): times in whole seconds, as the
 // API server stores them; each terminated container's message cut to its
 // share of MaxTerminationMessagesLength; regular and ephemeral container
-// statuses in name order, init container statuses in the spec's. The caller's
-// slices are never written: a status that needs a change is copied first.
-func normalize(pod *v1.Pod, s v1.PodStatus) v1.PodStatus {
+// statuses in name order, init container statuses in the spec's. The
+// caller's slices are never written: a status that needs a change is
+// copied first, and copied reports it.
+func normalize(pod *v1.Pod, s v1.PodStatus) (_ v1.PodStatus, copied bool) {
 	budget := messageBudget(pod)
 	if !needsNormalizing(pod, &s, budget) {
-		return s
+		return s, false
 	}
 	s = *s.DeepCopy()
 	second(s.StartTime)
@@ -39,11 +40,10 @@ func normalize(pod *v1.Pod, s v1.PodStatus) v1.PodStatus {
 			normalizeState(&list[i].LastTerminationState, budget)
 		}
 	}
-	byName := func(a, b v1.ContainerStatus) int { return cmp.Compare(a.Name, b.Name) }
 	slices.SortStableFunc(s.ContainerStatuses, byName)
 	slices.SortStableFunc(s.EphemeralContainerStatuses, byName)
 	specOrder(pod, s.InitContainerStatuses)
-	return s
+	return s, true
 }
 
 // specOrder puts the init container statuses in the order of the pod's
@@ -79,6 +79,8 @@ func inSpecOrder(pod *v1.Pod, statuses []v1.ContainerStatus) bool {
 	return true
 }
 
+func byName(a, b v1.ContainerStatus) int { return cmp.Compare(a.Name, b.Name) }
+
 func messageBudget(pod *v1.Pod) int {
 	n := len(pod.Spec.InitContainers) + len(pod.Spec.Containers) + len(pod.Spec.EphemeralContainers)
 	if n == 0 {
@@ -105,7 +107,6 @@ func needsNormalizing(pod *v1.Pod, s *v1.PodStatus, budget int) bool {
 			}
 		}
 	}
-	byName := func(a, b v1.ContainerStatus) int { return cmp.Compare(a.Name, b.Name) }
 	return !slices.IsSortedFunc(s.ContainerStatuses, byName) || !slices.IsSortedFunc(s.EphemeralContainerStatuses, byName) ||
 		!inSpecOrder(pod, s.InitContainerStatuses)
 }

@@ -113,9 +113,9 @@ func New(cfg Config) *Manager {
 // regular and ephemeral container statuses in name order; its observed
 // generation never goes below the last one's. A status unchanged by then
 // keeps its version and is not sent again; a changed one is kept as a
-// copy, so the caller may reuse what it passed. A changed
-// status drops the probe verdicts of the pod's containers that it no
-// longer shows, or shows terminated: they can never count again.
+// copy, so the caller may reuse what it passed, and drops the probe
+// verdicts of the pod's containers that it no longer shows, or shows
+// terminated: they can never count again.
 func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -129,7 +129,7 @@ func (m *Manager) setLocked(pod *v1.Pod, status v1.PodStatus) {
 		m.pods[pod.UID] = e
 	}
 	e.pod = pod
-	status = normalize(pod, status)
+	status, copied := normalize(pod, status)
 	if e.version > 0 && e.status.ObservedGeneration > status.ObservedGeneration {
 		// A status made from an older spec does not take the observed
 		// generation back, as in the kubelet's status manager.
@@ -138,10 +138,13 @@ func (m *Manager) setLocked(pod *v1.Pod, status v1.PodStatus) {
 	if e.version > 0 && sameStatus(&e.status, &status) {
 		return
 	}
-	// Kept as a copy of its own (normalize may have returned the
-	// caller's), so that the caller's later changes never reach it, as
-	// the kubelet's status manager copies the status it is given.
-	e.status = *status.DeepCopy()
+	// Kept as a copy of its own, so that the caller's later changes never
+	// reach it, as the kubelet's status manager copies the status it is
+	// given.
+	if !copied {
+		status = *status.DeepCopy()
+	}
+	e.status = status
 	e.version++
 	m.pruneLocked(e)
 	m.poke()

@@ -81,12 +81,7 @@ func TestQuietHousekeeping(t *testing.T) {
 func TestHousekeepingWithoutQuietKeepsItsPeriod(t *testing.T) {
 	e := start(t, nil)
 	waitForTickers(t, e.clk)
-	for i := range 12 {
-		e.clk.Step(2 * time.Second)
-		if got := e.next(); got != "cleanup" {
-			t.Fatalf("round %d: dispatched %q, want cleanup", i, got)
-		}
-	}
+	cleanupEvery2s(t, e, 12)
 }
 
 // A resync leaves housekeeping nothing: a quiet node whose pods resync

@@ -42,13 +42,13 @@
 // With Config.Quiet, the loop asks after each pass whether anything of
 // that is left; while nothing is, the next pass is QuietHousekeepingPeriod
 // (20 s) away instead of HousekeepingPeriod. Anything else the loop
-// dispatches (a source update, a PLEG event, of a pod no source has too, a
-// probe result; not a resync, which leaves housekeeping nothing) can start
-// such work, so it brings passes back to every HousekeepingPeriod: what housekeeping does after a change it does
-// within two seconds, as the kubelet. What no dispatch announces (a
-// directory put under the pods directory by hand) is found at the next
-// quiet pass. An idle node thus wakes for housekeeping every 20 s, not
-// every 2 s.
+// dispatches (a source update, a PLEG event, of a pod no source has too,
+// a probe result; not a resync, which leaves housekeeping nothing) can
+// start such work, so it brings passes back to every HousekeepingPeriod:
+// what housekeeping does after a change it does within two seconds, as
+// the kubelet. What no dispatch announces (a directory put under the pods
+// directory by hand) is found at the next quiet pass. An idle node thus
+// wakes for housekeeping every 20 s, not every 2 s.
 //
 // A closed Updates stream ends Run with an error; a closed Events or
 // ProbeUpdates channel is dropped and the loop goes on with the rest.

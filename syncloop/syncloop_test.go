@@ -224,9 +224,16 @@ func TestDuePodsAreSyncedOnTheSyncTick(t *testing.T) {
 func TestHousekeepingGoesOnAfterAnError(t *testing.T) {
 	e := start(t, errors.New("boom"))
 	waitForTickers(t, e.clk)
-	for i := range 3 {
+	cleanupEvery2s(t, e, 3)
+}
+
+// cleanupEvery2s steps the clock 2 s at a time, rounds times, and checks
+// that each step dispatches a housekeeping pass (the sync tick fires too,
+// with nothing due).
+func cleanupEvery2s(t *testing.T, e *env, rounds int) {
+	t.Helper()
+	for i := range rounds {
 		e.clk.Step(2 * time.Second)
-		// The sync tick fires too but nothing is due.
 		if got := e.next(); got != "cleanup" {
 			t.Fatalf("round %d: dispatched %q, want cleanup", i, got)
 		}

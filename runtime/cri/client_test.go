@@ -35,7 +35,7 @@ func TestDialShorthand(t *testing.T) {
 
 // serveOnSocket serves fake over a unix socket of the test's own until
 // the test ends, and returns its endpoint.
-func serveOnSocket(t *testing.T, fake *fakecri.Runtime) string {
+func serveOnSocket(t testing.TB, fake *fakecri.Runtime) string {
 	t.Helper()
 	endpoint := "unix://" + filepath.Join(t.TempDir(), "fakecri.sock")
 	lis, err := fakecri.ListenUnix(endpoint)

@@ -51,26 +51,11 @@ func servedRuntime(tb testing.TB, n int) (*cri.Runtime, *criclient.Client) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	endpoint := "unix://" + filepath.Join(tb.TempDir(), "fakecri.sock")
-	lis, err := fakecri.ListenUnix(endpoint)
+	client, err := criclient.Dial(context.Background(), serveOnSocket(tb, fake))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fakecri.NewServer(fake, fake).Serve(ctx, lis) }()
-	client, err := criclient.Dial(context.Background(), endpoint)
-	if err != nil {
-		cancel()
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		_ = client.Close(context.Background())
-		cancel()
-		if err := <-done; err != nil {
-			tb.Errorf("serve: %v", err)
-		}
-	})
+	tb.Cleanup(func() { _ = client.Close(context.Background()) }) // before the server stops
 	rt, err := cri.New(cri.Config{RuntimeService: client, ImageService: client, PodLogsDir: tb.TempDir(), PodsDir: tb.TempDir()})
 	if err != nil {
 		tb.Fatal(err)
