@@ -107,17 +107,18 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the node sees service foo", func() (bool, string) {
+	// The API server creates service kubernetes on its own, some time
+	// after it first answers; the pod is created once the node sees both.
+	eventually(t, 30*time.Second, "the node sees services foo and kubernetes", func() (bool, string) {
 		list, err := services.ListServices(ctx, "default")
 		if err != nil {
 			return false, err.Error()
 		}
+		seen := map[string]bool{}
 		for _, s := range list {
-			if s.Name == "foo" {
-				return true, ""
-			}
+			seen[s.Name] = true
 		}
-		return false, fmt.Sprintf("%d services", len(list))
+		return seen["foo"] && seen["kubernetes"], fmt.Sprintf("services %v", seen)
 	})
 
 	pod := apiPod("default", "web", "", name, 0)
