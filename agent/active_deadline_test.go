@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -161,10 +162,15 @@ func TestActiveDeadlineFailsThePodAtItsEnd(t *testing.T) {
 		t.Fatalf("the clock is %v past the start, want 29s", clk.Now().Sub(st.StartTime.Time))
 	}
 	clk.Step(time.Second)
+	// The failure shows in the event at once; the sink gets the Failed
+	// phase only once the pod's containers have stopped.
 	eventuallyShowing(t, "deadline failed with the clock at its end", func() bool {
-		s, ok := f.history.last("deadline")
-		return ok && s.Phase == v1.PodFailed
-	}, func() string { return f.history.describe("deadline") })
+		return events.has("DeadlineExceeded: Pod was active on the node longer than the specified deadline")
+	}, func() string {
+		events.mu.Lock()
+		defer events.mu.Unlock()
+		return fmt.Sprint(events.list)
+	})
 	if !clk.Now().Equal(end) {
 		t.Errorf("the clock moved to %v past the end", clk.Now().Sub(end))
 	}

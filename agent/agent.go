@@ -106,7 +106,8 @@ func New(cfg Config) (*Agent, error) {
 
 		stopping: map[types.UID]chan struct{}{},
 	}
-	a.status = status.New(status.Config{Sink: cfg.StatusSink, Clock: cfg.Clock, Logger: cfg.Logger.WithName("status")})
+	a.status = status.New(status.Config{Sink: cfg.StatusSink, Clock: cfg.Clock, Logger: cfg.Logger.WithName("status"),
+		CouldHaveRunningContainers: a.couldHaveRunningContainers})
 	hostIP := ""
 	if len(cfg.NodeIPs) > 0 {
 		hostIP = cfg.NodeIPs[0]

@@ -394,15 +394,37 @@ func (a *Agent) SyncTerminatingRuntimePod(ctx context.Context, running *runtime.
 
 // SyncTerminatedPod implements podworkers.SyncHandler: the final status,
 // where nothing is left running or pending; the teardown of the pod's
-// volumes, waited for as the kubelet does; then Config.PodTerminated. An
-// error of the last two makes the worker try again.
+// volumes, waited for as the kubelet does; the final status flushed to
+// the sink; then Config.PodTerminated. An error of the teardown or of
+// PodTerminated makes the worker try again.
 func (a *Agent) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus) error {
 	a.generateAt(pod, rs, status.Terminated)
 	a.volumes.RemovePod(pod.UID)
 	if err := a.volumes.WaitForUnmount(ctx, pod.UID); err != nil {
 		return fmt.Errorf("agent: pod %s: %w", podutil.FullName(pod), err)
 	}
+	// The terminal phase, held back from the sink while the pod could
+	// have running containers, goes now, before PodTerminated, which
+	// may delete the pod object once the API server holds it. A sink
+	// that fails here does not hold the pod up: the status manager tries
+	// again on its own.
+	if err := a.status.Flush(ctx, pod.UID); err != nil {
+		a.log.V(2).Info("flushing the final status failed", "pod", podutil.FullName(pod), "podUID", pod.UID, "err", err)
+	}
 	return a.podTerminated(ctx, pod)
+}
+
+// couldHaveRunningContainers is the status manager's view of the pod
+// workers (status.Config.CouldHaveRunningContainers): a pod's containers
+// may run until its worker has stopped it for good. A pod rejected at
+// admission never ran one, and the kubelet hands it to no worker, so its
+// Failed status goes at once.
+func (a *Agent) couldHaveRunningContainers(uid types.UID) bool {
+	if f, failed := a.failure(uid); failed && f.rejected {
+		return false
+	}
+	s, known := a.workers.PodState(uid)
+	return known && s < podworkers.Terminated
 }
 
 // podTerminated calls Config.PodTerminated and records a success for a

@@ -84,12 +84,16 @@
 //
 // A StatusSink is the status.Sink that writes pod statuses through the
 // pods/status subresource with the kubelet's merge rules (a terminal phase
-// stays, conditions owned by others stay, the resource claims' statuses
+// stays, conditions owned by others stay, the node's DisruptionTarget is
+// written only as the pod turns terminal, the resource claims' statuses
 // stay, a terminal pod goes with PodReady and ContainersReady false, for
 // the reason PodFailed or PodCompleted), only when the API server's
 // status differs, with the pod's UID in the patch; the status.Manager in
-// front of it retries, so an absent API server loses no status. Patched
-// and Skipped count the writes made and spared.
+// front of it retries, so an absent API server loses no status, and,
+// in an agent, holds a terminal phase back until the pod's containers
+// have stopped (status.Config.CouldHaveRunningContainers), so no
+// controller replaces a pod that still runs. Patched and Skipped count
+// the writes made and spared.
 //
 // The StatusSink's own rate limit (StatusSinkConfig.QPS and Burst, a
 // token bucket on the injected clock) bounds how fast statuses go out

@@ -67,14 +67,14 @@ var ErrNoMirrorPod = errors.New("kube: the static pod has no mirror pod yet")
 // API's: the node's status is written whole (container statuses with
 // their resources, allocatedResources and user; the pod's resources and
 // allocatedResources), except that the phase never leaves Failed or
-// Succeeded; the conditions the
-// kubelet owns (PodScheduled, PodReadyToStartContainers, Initialized,
-// ContainersReady, Ready, AllContainersRestarting) are replaced and every other condition (a
-// readiness gate's, DisruptionTarget) is kept, or added when only the
-// node's status has it (the DisruptionTarget of a pod the node evicted,
-// preempted or shut down); as the pod turns Failed or Succeeded, the
-// node's DisruptionTarget replaces one another component set, as the
-// kubelet's status manager sends it then; nominatedNodeName and
+// Succeeded; the conditions the kubelet owns (PodScheduled,
+// PodReadyToStartContainers, Initialized, ContainersReady, Ready,
+// AllContainersRestarting, and the resize conditions) are replaced, and
+// every other condition (a readiness gate's, DisruptionTarget) stays the
+// API's, except that as the pod turns Failed or Succeeded the node's
+// DisruptionTarget (of a pod it evicted, preempted or shut down) is
+// written, in place of one another component set, as the kubelet's
+// status manager sends it then; nominatedNodeName and
 // resourceClaimStatuses stay the API's, and so does qosClass when the
 // status has none; podIPs and hostIPs are filled from podIP and hostIP
 // when the status has only those, as the API server does. When the merge
@@ -228,7 +228,8 @@ var kubeletConditions = map[v1.PodConditionType]bool{
 }
 
 // mergePodStatus merges the node's status st into the API's status old;
-// now stamps a readiness condition it turns false.
+// now stamps a readiness condition it turns false and the node's
+// DisruptionTarget as it is written.
 func mergePodStatus(old, st v1.PodStatus, now time.Time) v1.PodStatus {
 	merged := *st.DeepCopy()
 	if (old.Phase == v1.PodFailed || old.Phase == v1.PodSucceeded) && merged.Phase != old.Phase {
@@ -240,31 +241,28 @@ func mergePodStatus(old, st v1.PodStatus, now time.Time) v1.PodStatus {
 			conds = append(conds, c)
 		}
 	}
-	seen := map[v1.PodConditionType]bool{}
-	for _, c := range conds {
-		seen[c.Type] = true
-	}
-	// A condition the node does not own keeps the API's value; one that
-	// only the node's status has (DisruptionTarget at eviction) is added.
-	// The node's DisruptionTarget replaces the API's as the pod turns
-	// terminal, as the kubelet's status manager sends it then.
-	toTerminal := !terminalPhase(old.Phase) && terminalPhase(merged.Phase)
+	// A condition the node does not own keeps the API's value, and the
+	// node's other conditions are not written, except its
+	// DisruptionTarget (an eviction, a preemption, a shutdown): that goes
+	// as the pod turns terminal, in place of one another component set,
+	// as the kubelet's status manager sends it then, with the time of
+	// its sending as its transition time unless the API's has the same
+	// status.
 	for _, c := range old.Conditions {
-		if kubeletConditions[c.Type] {
-			continue
-		}
-		if c.Type == v1.DisruptionTarget && toTerminal {
-			if i := conditionIndex(merged.Conditions, c.Type); i >= 0 {
-				c = merged.Conditions[i]
-			}
-		}
-		conds = append(conds, c)
-		seen[c.Type] = true
-	}
-	for _, c := range merged.Conditions {
-		if !seen[c.Type] {
+		if !kubeletConditions[c.Type] {
 			conds = append(conds, c)
-			seen[c.Type] = true
+		}
+	}
+	if i := conditionIndex(merged.Conditions, v1.DisruptionTarget); i >= 0 && !terminalPhase(old.Phase) && terminalPhase(merged.Phase) {
+		c := merged.Conditions[i]
+		c.LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
+		if j := conditionIndex(conds, c.Type); j >= 0 {
+			if conds[j].Status == c.Status {
+				c.LastTransitionTime = conds[j].LastTransitionTime
+			}
+			conds[j] = c
+		} else {
+			conds = append(conds, c)
 		}
 	}
 	merged.Conditions = conds

@@ -132,12 +132,14 @@ func TestStatusSinkRateLimit(t *testing.T) {
 
 // TestStatusSinkWritesDisruptionTarget checks that the DisruptionTarget
 // condition of a pod the node evicted reaches the API with the phase,
-// reason and message, stays through later statuses, and, as the
-// kubelet's status manager does, replaces one set by another component
-// when the pod turns terminal.
+// reason and message, stamped when it is written, stays through later
+// statuses, and, as the kubelet's status manager does, replaces one set
+// by another component when the pod turns terminal, keeping its
+// transition time; a status that is not terminal does not write it.
 func TestStatusSinkWritesDisruptionTarget(t *testing.T) {
 	const msg = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. "
 	at := metav1.NewTime(t0.Add(time.Minute))
+	sent := metav1.NewTime(t0.Add(2 * time.Minute))
 	kubelets := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet, Message: msg, LastTransitionTime: at}
 	evicted := func() v1.PodStatus {
 		s := running("10.0.0.5")
@@ -161,8 +163,13 @@ func TestStatusSinkWritesDisruptionTarget(t *testing.T) {
 	tainted.Status.Conditions = append(tainted.Status.Conditions, v1.PodCondition{
 		Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: "DeletionByTaintManager", Message: "Taint manager: deleting due to NoExecute taint",
 	})
-	client := fake.NewClientset(pod, tainted)
-	s := newSink(t, client)
+	quiet := apiPod("default", "quiet", "u3", "n1", 0)
+	quiet.Status = running("10.0.0.7")
+	client := fake.NewClientset(pod, tainted, quiet)
+	s, err := kube.NewStatusSink(kube.StatusSinkConfig{Client: client, Clock: clocktesting.NewFakeClock(sent.Time)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 
 	if err := s.UpdatePodStatus(ctx, sourced(pod), evicted()); err != nil {
@@ -172,7 +179,9 @@ func TestStatusSinkWritesDisruptionTarget(t *testing.T) {
 	if got.Phase != v1.PodFailed || got.Reason != "Evicted" || got.Message != msg {
 		t.Fatalf("hog: phase %s reason %q message %q, want Failed, Evicted, the message", got.Phase, got.Reason, got.Message)
 	}
-	if d := cmp.Diff(&kubelets, disruption(got)); d != "" {
+	written := kubelets
+	written.LastTransitionTime = sent
+	if d := cmp.Diff(&written, disruption(got)); d != "" {
 		t.Fatalf("hog: DisruptionTarget (-want +got):\n%s", d)
 	}
 	later := evicted()
@@ -180,14 +189,25 @@ func TestStatusSinkWritesDisruptionTarget(t *testing.T) {
 	if err := s.UpdatePodStatus(ctx, sourced(pod), later); err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff(&kubelets, disruption(podStatus(t, client, "hog"))); d != "" {
+	if d := cmp.Diff(&written, disruption(podStatus(t, client, "hog"))); d != "" {
 		t.Errorf("hog after a later status: DisruptionTarget (-want +got):\n%s", d)
 	}
 
 	if err := s.UpdatePodStatus(ctx, sourced(tainted), evicted()); err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff(&kubelets, disruption(podStatus(t, client, "tainted"))); d != "" {
+	replaced := kubelets
+	replaced.LastTransitionTime = metav1.Time{} // the API's, of the same status
+	if d := cmp.Diff(&replaced, disruption(podStatus(t, client, "tainted"))); d != "" {
 		t.Errorf("tainted: the node's DisruptionTarget must replace the API's as the pod turns terminal (-want +got):\n%s", d)
+	}
+
+	notYet := evicted()
+	notYet.Phase, notYet.Reason, notYet.Message = v1.PodRunning, "", ""
+	if err := s.UpdatePodStatus(ctx, sourced(quiet), notYet); err != nil {
+		t.Fatal(err)
+	}
+	if c := disruption(podStatus(t, client, "quiet")); c != nil {
+		t.Errorf("quiet: a status that is not terminal wrote DisruptionTarget %+v", c)
 	}
 }

@@ -210,6 +210,18 @@
 // to Config.MaxRetryPeriod, and a push that succeeds disarms it. With
 // nothing to push, the Manager never wakes the process.
 //
+// With Config.CouldHaveRunningContainers (the agent passes its pod
+// workers' view) a terminal phase is held back from the sink while the
+// pod's containers may still run, as the kubelet's status manager holds
+// it back from the API server: the sink gets the status with the phase,
+// reason and message it last accepted (Pending before its first) and
+// without the node's DisruptionTarget, and the whole status once the
+// pod has stopped, at its next change or at Flush, which sends a pod's
+// status to the sink at once in the caller's goroutine. The Manager's
+// own status (GetPodStatus, Pods) is never held back. Sink calls, from
+// Run and Flush, are made one at a time, each with the status current
+// when it starts.
+//
 // # Change notification
 //
 // Subscribe hands out a channel that receives a value whenever a pod's

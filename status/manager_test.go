@@ -2,6 +2,7 @@ package status_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	goruntime "runtime"
 	"strings"
@@ -466,5 +467,132 @@ func TestManagerKeepsItsOwnCopy(t *testing.T) {
 	got, _ := m.GetPodStatus(p.UID)
 	if got.ContainerStatuses[0].RestartCount != 0 || got.Conditions[0].Status != v1.ConditionTrue {
 		t.Errorf("the caller's changes reached the Manager: restartCount %d, Ready %s", got.ContainerStatuses[0].RestartCount, got.Conditions[0].Status)
+	}
+}
+
+// TestManagerHoldsBackATerminalPhaseWhileContainersMayRun checks the
+// kubelet's status manager's rule: a terminal phase (and the node's
+// DisruptionTarget) never reaches the sink while the pod's containers
+// may still run; the sink gets the phase, reason and message it last
+// accepted, and the whole status once the pod's worker has stopped it,
+// at a Flush, even though the status itself did not change.
+func TestManagerHoldsBackATerminalPhaseWhileContainersMayRun(t *testing.T) {
+	ctx := context.Background()
+	mayRun := true
+	sink := &status.MemorySink{}
+	m := status.New(status.Config{Sink: sink, CouldHaveRunningContainers: func(types.UID) bool { return mayRun }})
+	p := pod(v1.RestartPolicyAlways, nil, "a")
+	st := runningAs("fake://a-0")
+	st.Reason, st.Message = "", ""
+	m.SetPodStatus(p, st)
+	if err := m.Flush(ctx, p.UID); err != nil {
+		t.Fatal(err)
+	}
+
+	evicted := *st.DeepCopy()
+	evicted.Phase, evicted.Reason, evicted.Message = v1.PodFailed, "Evicted", "The node was low on resource: memory."
+	evicted.Conditions = append(evicted.Conditions, v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet})
+	m.SetPodStatus(p, evicted)
+	if err := m.Flush(ctx, p.UID); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := sink.Get(p.UID)
+	if got.Phase != v1.PodRunning || got.Reason != "" || got.Message != "" {
+		t.Errorf("while containers may run the sink got phase %s, reason %q, message %q; want Running, none, none", got.Phase, got.Reason, got.Message)
+	}
+	for _, c := range got.Conditions {
+		if c.Type == v1.DisruptionTarget {
+			t.Error("while containers may run the sink got the DisruptionTarget condition")
+		}
+	}
+	if len(got.ContainerStatuses) != 1 {
+		t.Errorf("the held-back status lost the rest of the status: %d container statuses", len(got.ContainerStatuses))
+	}
+	if mine, _ := m.GetPodStatus(p.UID); mine.Phase != v1.PodFailed {
+		t.Errorf("the Manager's own status is %s, want Failed: only the sink's is held back", mine.Phase)
+	}
+	updates := sink.Updates()
+	if err := m.Flush(ctx, p.UID); err != nil || sink.Updates() != updates+1 {
+		t.Errorf("a Flush of a status still held back: err %v, %d sink calls, want 1", err, sink.Updates()-updates)
+	}
+
+	mayRun = false
+	if err := m.Flush(ctx, p.UID); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = sink.Get(p.UID)
+	if got.Phase != v1.PodFailed || got.Reason != "Evicted" || len(got.Conditions) != len(evicted.Conditions) {
+		t.Errorf("once stopped the sink got phase %s, reason %q, %d conditions; want Failed, Evicted, %d", got.Phase, got.Reason, len(got.Conditions), len(evicted.Conditions))
+	}
+	updates = sink.Updates()
+	if err := m.Flush(ctx, p.UID); err != nil || sink.Updates() != updates {
+		t.Errorf("a Flush of a status the sink has whole: err %v, %d sink calls, want none", err, sink.Updates()-updates)
+	}
+}
+
+// TestManagerHoldsBackAFirstTerminalStatusAsPending checks the phase the
+// sink gets for a terminal status held back before it accepted any, and
+// that Run's pushes hold back as Flush does.
+func TestManagerHoldsBackAFirstTerminalStatusAsPending(t *testing.T) {
+	got := make(chan v1.PodStatus, 1)
+	m := status.New(status.Config{CouldHaveRunningContainers: func(types.UID) bool { return true },
+		Sink: status.SinkFunc(func(_ context.Context, _ *v1.Pod, st v1.PodStatus) error {
+			got <- st
+			return nil
+		})})
+	runManager(t, m)
+	p := pod(v1.RestartPolicyNever, nil, "a")
+	m.SetPodStatus(p, v1.PodStatus{Phase: v1.PodSucceeded, Reason: "r"})
+	if st := <-got; st.Phase != v1.PodPending || st.Reason != "" {
+		t.Errorf("the sink got phase %s, reason %q; want Pending, none", st.Phase, st.Reason)
+	}
+}
+
+// TestManagerRetriesAFailedFlush checks that a Flush the sink refuses,
+// of a status it has held back, is tried again by Run, which then sends
+// the status whole.
+func TestManagerRetriesAFailedFlush(t *testing.T) {
+	clk := clocktesting.NewFakeClock(now)
+	calls := make(chan v1.PodPhase, 4)
+	refuse := false
+	mayRun := true
+	var mu sync.Mutex
+	m := status.New(status.Config{Clock: clk, RetryPeriod: time.Second,
+		CouldHaveRunningContainers: func(types.UID) bool { mu.Lock(); defer mu.Unlock(); return mayRun },
+		Sink: status.SinkFunc(func(_ context.Context, _ *v1.Pod, st v1.PodStatus) error {
+			mu.Lock()
+			defer mu.Unlock()
+			calls <- st.Phase
+			if refuse {
+				return errors.New("refused")
+			}
+			return nil
+		})})
+	p := pod(v1.RestartPolicyNever, nil, "a")
+	m.SetPodStatus(p, v1.PodStatus{Phase: v1.PodSucceeded})
+	if err := m.Flush(context.Background(), p.UID); err != nil {
+		t.Fatal(err)
+	}
+	if phase := <-calls; phase != v1.PodPending {
+		t.Fatalf("the sink got phase %s held back, want Pending", phase)
+	}
+	mu.Lock()
+	mayRun, refuse = false, true
+	mu.Unlock()
+	if err := m.Flush(context.Background(), p.UID); err == nil {
+		t.Fatal("Flush returned no error from a sink that refused")
+	}
+	<-calls
+	mu.Lock()
+	refuse = false
+	mu.Unlock()
+	runManager(t, m)
+	select {
+	case phase := <-calls:
+		if phase != v1.PodSucceeded {
+			t.Errorf("Run sent phase %s after the failed Flush, want Succeeded", phase)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not send the status again within 10s of a failed Flush")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -47,6 +48,19 @@ type Config struct {
 	Clock clock.WithTicker
 	// Logger logs sink failures. Default: discard.
 	Logger logr.Logger
+	// CouldHaveRunningContainers reports whether a pod's containers may
+	// still run: its worker has not yet stopped it for good (the
+	// kubelet's PodDeletionSafetyProvider; agent.Agent passes its pod
+	// workers' view). While it reports true, a terminal phase is held
+	// back from the sink, as the kubelet's status manager holds it back
+	// from the API server, so nothing outside the node takes the pod for
+	// finished (and, say, starts its replacement) while it may still use
+	// what it holds: the sink gets the status with the phase, reason and
+	// message it last accepted (Pending and none before its first) and
+	// without a DisruptionTarget condition. The status goes whole at its
+	// next change or Flush once the function reports false. It is called
+	// without the Manager's lock held. Default nil: nothing is held back.
+	CouldHaveRunningContainers func(types.UID) bool
 }
 
 // Manager keeps the latest status of every pod with a version that grows
@@ -56,6 +70,9 @@ type Config struct {
 type Manager struct {
 	cfg    Config
 	notify chan struct{} // capacity 1: "something is dirty"
+
+	// pushMu makes the sink's calls one at a time, from Run and Flush.
+	pushMu sync.Mutex
 
 	// mu guards everything below.
 	mu      sync.Mutex
@@ -70,6 +87,11 @@ type entry struct {
 	status  v1.PodStatus
 	version uint64
 	sent    uint64 // the version the sink accepted
+	// What the sink last accepted of the phase, and whether that status
+	// was held back (Config.CouldHaveRunningContainers).
+	sentPhase               v1.PodPhase
+	sentReason, sentMessage string
+	held                    bool
 	// verdicts holds the IDs of this pod's containers that have a
 	// readiness or startup verdict, so that pruning them costs the
 	// pod's containers, not every verdict of the node.
@@ -495,36 +517,92 @@ func (m *Manager) Run(ctx context.Context) error {
 // flush pushes every status the sink does not have yet, and reports
 // whether all of them were accepted.
 func (m *Manager) flush(ctx context.Context) bool {
-	type job struct {
-		uid     types.UID
-		pod     *v1.Pod
-		status  v1.PodStatus
-		version uint64
-	}
 	m.mu.Lock()
-	var jobs []job
+	var uids []types.UID
 	for uid, e := range m.pods {
 		if e.sent != e.version {
-			jobs = append(jobs, job{uid, e.pod, *e.status.DeepCopy(), e.version})
+			uids = append(uids, uid)
 		}
 	}
 	m.mu.Unlock()
 	ok := true
-	for _, j := range jobs {
-		if err := m.cfg.Sink.UpdatePodStatus(ctx, j.pod, j.status); err != nil {
-			if !errors.Is(err, context.Canceled) {
-				m.cfg.Logger.Error(err, "updating pod status", "pod", j.pod.Namespace+"/"+j.pod.Name, "podUID", j.uid)
-			}
+	for _, uid := range uids {
+		if err := m.push(ctx, uid, false); err != nil {
 			ok = false
-			continue
 		}
-		m.mu.Lock()
-		if e := m.pods[j.uid]; e != nil && e.sent < j.version {
-			e.sent = j.version
-		}
-		m.mu.Unlock()
 	}
 	return ok
+}
+
+// Flush sends the pod's status to the sink now, in the caller's
+// goroutine, unless the sink has it already; a status the sink got held
+// back (Config.CouldHaveRunningContainers) is sent again, whole if the
+// pod can no longer have running containers. It returns the sink's error
+// (nil without a sink or a status), after which Run tries again with its
+// back-off. The agent flushes a pod's final status before it tells
+// Config.PodTerminated, as the kubelet's status manager writes the final
+// status before it deletes the pod.
+func (m *Manager) Flush(ctx context.Context, uid types.UID) error {
+	if m.cfg.Sink == nil {
+		return nil
+	}
+	return m.push(ctx, uid, true)
+}
+
+// push sends the current status of uid to the sink unless it has that
+// version already; resend sends it again when the sink got it held back.
+// Sink calls are made one at a time, and each sends the status current
+// when it starts, so the sink never gets an older status after a newer.
+func (m *Manager) push(ctx context.Context, uid types.UID, resend bool) error {
+	m.pushMu.Lock()
+	defer m.pushMu.Unlock()
+	m.mu.Lock()
+	e := m.pods[uid]
+	if e == nil || (e.sent == e.version && !(resend && e.held)) {
+		m.mu.Unlock()
+		return nil
+	}
+	pod, st, version := e.pod, *e.status.DeepCopy(), e.version
+	phase, reason, message := e.sentPhase, e.sentReason, e.sentMessage
+	m.mu.Unlock()
+	held := false
+	if m.holdBack(uid, st.Phase, phase) {
+		held = true
+		if phase == "" {
+			phase = v1.PodPending
+		}
+		st.Phase, st.Reason, st.Message = phase, reason, message
+		st.Conditions = slices.DeleteFunc(st.Conditions, func(c v1.PodCondition) bool { return c.Type == v1.DisruptionTarget })
+	}
+	err := m.cfg.Sink.UpdatePodStatus(ctx, pod, st)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.pods[uid] != e {
+		return err // forgotten, or recorded anew, meanwhile
+	}
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			m.cfg.Logger.Error(err, "updating pod status", "pod", pod.Namespace+"/"+pod.Name, "podUID", uid)
+		}
+		// Unsent, so that Run tries again: at its next retry after its
+		// own failure, at once after a Flush's.
+		e.sent = 0
+		if resend {
+			m.poke()
+		}
+		return err
+	}
+	e.sent, e.held = version, held
+	e.sentPhase, e.sentReason, e.sentMessage = st.Phase, st.Reason, st.Message
+	return nil
+}
+
+// holdBack reports whether a status of phase is to be held back from
+// the sink, which last accepted sent: it turns the pod terminal while
+// its containers may still run.
+func (m *Manager) holdBack(uid types.UID, phase, sent v1.PodPhase) bool {
+	return m.cfg.CouldHaveRunningContainers != nil && terminalPhase(phase) && !terminalPhase(sent) &&
+		m.cfg.CouldHaveRunningContainers(uid)
 }
 
 // MemorySink keeps the last status it received per pod. It is safe for
