@@ -181,6 +181,13 @@
 // Run: MemorySink, SinkFunc, or a sink of your own (kube.StatusSink
 // writes them to the API server).
 //
+// A status that shows a container the last status showed terminated as
+// no longer terminated, though nothing restarts it (a pod with
+// restartPolicy Never, or OnFailure after exit code 0, and no restart
+// rule or policy of the container's own that restarts it), is dropped
+// with an error in the log, as the kubelet's status manager drops it:
+// it can only come from a fault in what made it.
+//
 // A status is normalized when it is recorded, as the kubelet's status
 // manager does before it compares and keeps one: its times (start,
 // conditions' probe and transition, containers' start and finish) are cut

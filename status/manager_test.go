@@ -596,3 +596,75 @@ func TestManagerRetriesAFailedFlush(t *testing.T) {
 		t.Fatal("Run did not send the status again within 10s of a failed Flush")
 	}
 }
+
+// TestManagerRefusesAnIllegalContainerTransition checks the kubelet's
+// status manager's guard: a status showing a container the last status
+// showed terminated as no longer terminated, when nothing restarts it,
+// is dropped, and the last status kept.
+func TestManagerRefusesAnIllegalContainerTransition(t *testing.T) {
+	never, onFailure, always := v1.RestartPolicyNever, v1.RestartPolicyOnFailure, v1.RestartPolicyAlways
+	ownAlways := v1.ContainerRestartPolicyAlways
+	withInit := func(p *v1.Pod, sidecar bool) *v1.Pod {
+		p.Spec.InitContainers = []v1.Container{{Name: "i", Image: "img"}}
+		if sidecar {
+			p.Spec.InitContainers[0].RestartPolicy = &ownAlways
+		}
+		return p
+	}
+	restartAll := func(p *v1.Pod) *v1.Pod {
+		p.Spec.Containers[0].RestartPolicy = &ownAlways
+		p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestartAllContainers,
+			ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
+		return p
+	}
+	ownPolicy := func(p *v1.Pod) *v1.Pod {
+		p.Spec.Containers[0].RestartPolicy = &ownAlways
+		return p
+	}
+	terminated := func(code int32) v1.ContainerState {
+		return v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: code}}
+	}
+	runningState := v1.ContainerState{Running: &v1.ContainerStateRunning{}}
+	for _, tc := range []struct {
+		name    string
+		pod     *v1.Pod
+		init    bool // the transition is the init container's
+		exit    int32
+		allowed bool
+	}{
+		{"Never, exited 0", pod(never, nil, "a"), false, 0, false},
+		{"Never, exited 1", pod(never, nil, "a"), false, 1, false},
+		{"OnFailure, exited 0", pod(onFailure, nil, "a"), false, 0, false},
+		{"OnFailure, exited 1", pod(onFailure, nil, "a"), false, 1, true},
+		{"Always", pod(always, nil, "a"), false, 0, true},
+		{"Never, the container's own policy Always", ownPolicy(pod(never, nil, "a")), false, 0, true},
+		{"Never, a RestartAllContainers rule", restartAll(pod(never, nil, "a")), false, 0, true},
+		{"Never, init container", withInit(pod(never, nil, "a"), false), true, 0, false},
+		{"Never, sidecar", withInit(pod(never, nil, "a"), true), true, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := status.New(status.Config{})
+			before := v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{Name: "a", State: terminated(tc.exit)}}}
+			if tc.init {
+				before.ContainerStatuses[0].State = runningState
+				before.InitContainerStatuses = []v1.ContainerStatus{{Name: "i", State: terminated(tc.exit)}}
+			}
+			m.SetPodStatus(tc.pod, before)
+			after := *before.DeepCopy()
+			after.Phase = v1.PodPending
+			if tc.init {
+				after.InitContainerStatuses[0].State = runningState
+			} else {
+				after.ContainerStatuses[0].State = runningState
+			}
+			m.SetPodStatus(tc.pod, after)
+			got, _ := m.GetPodStatus(tc.pod.UID)
+			if kept := got.Phase == v1.PodPending; kept != tc.allowed {
+				t.Errorf("the status was recorded: %v, want %v", kept, tc.allowed)
+			}
+			if want := uint64(1); !tc.allowed && m.Version(tc.pod.UID) != want {
+				t.Errorf("version %d after a refused status, want %d", m.Version(tc.pod.UID), want)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"sync"
@@ -15,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // Sink is where pod statuses go: memory, a callback, an API server. It
@@ -160,6 +163,12 @@ func (m *Manager) setLocked(pod *v1.Pod, status v1.PodStatus) {
 	if e.version > 0 && sameStatus(&e.status, &status) {
 		return
 	}
+	if e.version > 0 {
+		if err := checkContainerStateTransition(&e.status, &status, &pod.Spec); err != nil {
+			m.cfg.Logger.Error(err, "status update on pod aborted", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID)
+			return
+		}
+	}
 	// Kept as a copy of its own, so that the caller's later changes never
 	// reach it, as the kubelet's status manager copies the status it is
 	// given.
@@ -171,6 +180,55 @@ func (m *Manager) setLocked(pod *v1.Pod, status v1.PodStatus) {
 	m.pruneLocked(e)
 	m.poke()
 	m.signalLocked()
+}
+
+// checkContainerStateTransition refuses a status in which a container
+// the previous status showed terminated is no longer terminated, though
+// it is not to restart, as the kubelet's status manager refuses it: that
+// is a fault in what made the status, never a change to report. Pods
+// with restartPolicy Always, and pods with a RestartAllContainers rule,
+// may restart any container; sidecars always restart; a container with
+// a non-zero exit code in an OnFailure pod, or one its restart policy or
+// rules restart (podutil.ContainerShouldRestart), may too.
+func checkContainerStateTransition(old, st *v1.PodStatus, spec *v1.PodSpec) error {
+	if spec.RestartPolicy == v1.RestartPolicyAlways || podutil.MayRestartAllContainers(spec) {
+		return nil
+	}
+	for _, kind := range [...]struct {
+		what     string
+		specs    []v1.Container
+		old, new []v1.ContainerStatus
+	}{
+		{"container", spec.Containers, old.ContainerStatuses, st.ContainerStatuses},
+		{"init container", spec.InitContainers, old.InitContainerStatuses, st.InitContainerStatuses},
+	} {
+		for i := range kind.old {
+			t := kind.old[i].State.Terminated
+			if t == nil || (t.ExitCode != 0 && spec.RestartPolicy == v1.RestartPolicyOnFailure) {
+				continue
+			}
+			name := kind.old[i].Name
+			if c := containerNamed(kind.specs, name); c == nil || podutil.ContainerShouldRestart(c, spec, t.ExitCode) {
+				continue
+			}
+			for j := range kind.new {
+				if kind.new[j].Name == name && kind.new[j].State.Terminated == nil {
+					return fmt.Errorf("terminated %s %s attempted illegal transition to non-terminated state", kind.what, name)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// containerNamed returns the container of list named name, or nil.
+func containerNamed(list []v1.Container, name string) *v1.Container {
+	for i := range list {
+		if list[i].Name == name {
+			return &list[i]
+		}
+	}
+	return nil
 }
 
 // sameStatus reports whether two normalized statuses are semantically
