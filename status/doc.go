@@ -181,6 +181,12 @@
 // Run: MemorySink, SinkFunc, or a sink of your own (kube.StatusSink
 // writes them to the API server).
 //
+// Before the Manager has a status of a pod, the pod's own status (the
+// API server's) stands for the last one. A status's start time is the
+// last one's when that has one, else its own, else the time it is
+// recorded (a pod rejected at admission gets one so), and never changes
+// after; its observed generation never goes back.
+//
 // A status that shows a container the last status showed terminated as
 // no longer terminated, though nothing restarts it (a pod with
 // restartPolicy Never, or OnFailure after exit code 0, and no restart

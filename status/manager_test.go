@@ -668,3 +668,17 @@ func TestManagerRefusesAnIllegalContainerTransition(t *testing.T) {
 		})
 	}
 }
+
+// TestManagerChecksAFirstStatusAgainstThePodsOwn checks that, before the
+// Manager has a status of a pod, the pod's own status (the API server's)
+// is the one a status is checked against, as in the kubelet.
+func TestManagerChecksAFirstStatusAgainstThePodsOwn(t *testing.T) {
+	m := status.New(status.Config{})
+	p := pod(v1.RestartPolicyNever, nil, "a")
+	p.Status = v1.PodStatus{Phase: v1.PodSucceeded, ContainerStatuses: []v1.ContainerStatus{{Name: "a",
+		State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0}}}}}
+	m.SetPodStatus(p, runningAs("fake://a-1"))
+	if st, ok := m.GetPodStatus(p.UID); ok {
+		t.Errorf("recorded %s, want the status dropped: the pod's own status shows its container ended", st.Phase)
+	}
+}

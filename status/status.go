@@ -132,11 +132,15 @@ func New(cfg Config) *Manager {
 	}
 }
 
-// SetPodStatus records a pod's newly generated status, normalized as the
-// kubelet's status manager does: times in whole seconds, terminated
-// containers' messages cut to their share of MaxTerminationMessagesLength,
-// regular and ephemeral container statuses in name order; its observed
-// generation never goes below the last one's. A status unchanged by then
+// SetPodStatus records a pod's newly generated status as the kubelet's
+// status manager does: its start time is the last status's (else the
+// pod's own), or the clock's now when neither has one; it is normalized
+// (times in whole seconds, terminated containers' messages cut to their
+// share of MaxTerminationMessagesLength, regular and ephemeral container
+// statuses in name order); its observed generation never goes below the
+// last one's; a status that shows a container that ended, and that
+// nothing restarts, as no longer terminated is dropped, logged as an
+// error (checkContainerStateTransition). A status unchanged by then
 // keeps its version and is not sent again; a changed one is kept as a
 // copy, so the caller may reuse what it passed, and drops the probe
 // verdicts of the pod's containers that it no longer shows, or shows
@@ -149,25 +153,37 @@ func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) {
 
 func (m *Manager) setLocked(pod *v1.Pod, status v1.PodStatus) {
 	e := m.pods[pod.UID]
-	if e == nil {
-		e = &entry{}
-		m.pods[pod.UID] = e
+	// The status to compare with: the last one, else the pod's own (the
+	// API server's), as the kubelet's status manager does.
+	old := &pod.Status
+	if e != nil {
+		e.pod = pod
+		old = &e.status
 	}
-	e.pod = pod
+	// The start time never changes once set, and a status without one
+	// (a rejection's) gets the time it is first recorded.
+	if old.StartTime != nil && !old.StartTime.IsZero() {
+		status.StartTime = old.StartTime
+	} else if status.StartTime == nil || status.StartTime.IsZero() {
+		t := metav1.NewTime(m.cfg.Clock.Now())
+		status.StartTime = &t
+	}
 	status, copied := normalize(pod, status)
-	if e.version > 0 && e.status.ObservedGeneration > status.ObservedGeneration {
+	if old.ObservedGeneration > status.ObservedGeneration {
 		// A status made from an older spec does not take the observed
-		// generation back, as in the kubelet's status manager.
-		status.ObservedGeneration = e.status.ObservedGeneration
+		// generation back.
+		status.ObservedGeneration = old.ObservedGeneration
 	}
-	if e.version > 0 && sameStatus(&e.status, &status) {
+	if e != nil && sameStatus(&e.status, &status) {
 		return
 	}
-	if e.version > 0 {
-		if err := checkContainerStateTransition(&e.status, &status, &pod.Spec); err != nil {
-			m.cfg.Logger.Error(err, "status update on pod aborted", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID)
-			return
-		}
+	if err := checkContainerStateTransition(old, &status, &pod.Spec); err != nil {
+		m.cfg.Logger.Error(err, "status update on pod aborted", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID)
+		return
+	}
+	if e == nil {
+		e = &entry{pod: pod}
+		m.pods[pod.UID] = e
 	}
 	// Kept as a copy of its own, so that the caller's later changes never
 	// reach it, as the kubelet's status manager copies the status it is
