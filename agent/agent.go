@@ -373,7 +373,7 @@ func newMetrics(reg *prometheus.Registry, a *Agent) (*metrics, error) {
 		})
 		return float64(n)
 	})
-	for _, c := range []prometheus.Collector{m.startDuration, m.rejections, m.preemptions, running} {
+	for _, c := range []prometheus.Collector{m.startDuration, m.rejections, m.preemptions, running, a.status} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -288,7 +288,7 @@ func TestCrashLoopBackOffShowsInPods(t *testing.T) {
 	defer resp.Body.Close()
 	var body strings.Builder
 	_, _ = fmt.Fprint(&body, readAll(resp))
-	for _, m := range []string{"kubelet_pleg_relist_duration_seconds", "kubelet_running_pods", "kubelet_pod_start_duration_seconds"} {
+	for _, m := range []string{"kubelet_pleg_relist_duration_seconds", "kubelet_running_pods", "kubelet_pod_start_duration_seconds", `kubelet_terminated_containers_total{container_type="container",exit_code="1",reason="Error"}`} {
 		if !strings.Contains(body.String(), m) {
 			t.Errorf("/metrics lacks %s", m)
 		}

@@ -235,6 +235,15 @@
 // Run and Flush, are made one at a time, each with the status current
 // when it starts.
 //
+// # Metrics
+//
+// The Manager is a prometheus.Collector of the kubelet's
+// kubelet_terminated_containers_total (labels container_type, exit_code
+// and reason): each container counts once, when a recorded status first
+// shows it terminated, against the last status or, before one, the pod's
+// own. Register it on a registry of your own; agent.Agent registers it
+// on Config.Registry.
+//
 // # Change notification
 //
 // Subscribe hands out a channel that receives a value whenever a pod's

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -680,5 +682,47 @@ func TestManagerChecksAFirstStatusAgainstThePodsOwn(t *testing.T) {
 	m.SetPodStatus(p, runningAs("fake://a-1"))
 	if st, ok := m.GetPodStatus(p.UID); ok {
 		t.Errorf("recorded %s, want the status dropped: the pod's own status shows its container ended", st.Phase)
+	}
+}
+
+// TestManagerCountsTerminations checks kubelet_terminated_containers_total:
+// each container counts once, as a recorded status first shows it
+// terminated, by kind, exit code and reason; one the pod's own status
+// already shows terminated does not count.
+func TestManagerCountsTerminations(t *testing.T) {
+	m := status.New(status.Config{})
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(m); err != nil {
+		t.Fatal(err)
+	}
+	ended := func(code int32, reason string) v1.ContainerState {
+		return v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: code, Reason: reason}}
+	}
+	p := pod(v1.RestartPolicyAlways, []string{"i"}, "a", "b")
+	st := v1.PodStatus{Phase: v1.PodPending,
+		InitContainerStatuses: []v1.ContainerStatus{{Name: "i", State: ended(0, "Completed")}},
+		ContainerStatuses:     []v1.ContainerStatus{{Name: "a", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}, {Name: "b"}}}
+	m.SetPodStatus(p, st)
+	st = *st.DeepCopy()
+	st.Phase = v1.PodRunning
+	st.ContainerStatuses[0].State = ended(137, "Error")
+	m.SetPodStatus(p, st)
+	st = *st.DeepCopy()
+	st.ContainerStatuses[0].RestartCount = 1 // still the same termination
+	m.SetPodStatus(p, st)
+
+	q := pod(v1.RestartPolicyNever, nil, "c")
+	q.UID = "other"
+	q.Status = v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{Name: "c", State: ended(1, "Error")}}}
+	m.SetPodStatus(q, *q.Status.DeepCopy())
+
+	want := `
+# HELP kubelet_terminated_containers_total Cumulative number of container terminations.
+# TYPE kubelet_terminated_containers_total counter
+kubelet_terminated_containers_total{container_type="container",exit_code="137",reason="Error"} 1
+kubelet_terminated_containers_total{container_type="init_container",exit_code="0",reason="Completed"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kubelet_terminated_containers_total"); err != nil {
+		t.Error(err)
 	}
 }

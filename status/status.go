@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,6 +79,8 @@ type Manager struct {
 	// pushMu makes the sink's calls one at a time, from Run and Flush.
 	pushMu sync.Mutex
 
+	terminated *prometheus.CounterVec
+
 	// mu guards everything below.
 	mu      sync.Mutex
 	pods    map[types.UID]*entry
@@ -123,6 +127,9 @@ func New(cfg Config) *Manager {
 		cfg.Logger = logr.Discard()
 	}
 	return &Manager{
+		terminated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: "kubelet", Name: "terminated_containers_total", Help: "Cumulative number of container terminations.",
+		}, []string{"container_type", "exit_code", "reason"}),
 		cfg:     cfg,
 		notify:  make(chan struct{}, 1),
 		pods:    map[types.UID]*entry{},
@@ -185,6 +192,7 @@ func (m *Manager) setLocked(pod *v1.Pod, status v1.PodStatus) {
 		e = &entry{pod: pod}
 		m.pods[pod.UID] = e
 	}
+	m.countTerminations(old, &status)
 	// Kept as a copy of its own, so that the caller's later changes never
 	// reach it, as the kubelet's status manager copies the status it is
 	// given.
@@ -196,6 +204,49 @@ func (m *Manager) setLocked(pod *v1.Pod, status v1.PodStatus) {
 	m.pruneLocked(e)
 	m.poke()
 	m.signalLocked()
+}
+
+var _ prometheus.Collector = (*Manager)(nil)
+
+// Describe implements prometheus.Collector: the Manager's metric is the
+// kubelet's kubelet_terminated_containers_total, labelled container_type
+// (container, init_container, ephemeral_container), exit_code and
+// reason, counting each container once as a recorded status first shows
+// it terminated. Register the Manager on a registry to export it
+// (agent.Agent does).
+func (m *Manager) Describe(ch chan<- *prometheus.Desc) { m.terminated.Describe(ch) }
+
+// Collect implements prometheus.Collector.
+func (m *Manager) Collect(ch chan<- prometheus.Metric) { m.terminated.Collect(ch) }
+
+// countTerminations counts the containers st shows terminated that old
+// did not, as the kubelet's status manager does.
+func (m *Manager) countTerminations(old, st *v1.PodStatus) {
+	for _, kind := range [...]struct {
+		label    string
+		old, new []v1.ContainerStatus
+	}{
+		{"init_container", old.InitContainerStatuses, st.InitContainerStatuses},
+		{"container", old.ContainerStatuses, st.ContainerStatuses},
+		{"ephemeral_container", old.EphemeralContainerStatuses, st.EphemeralContainerStatuses},
+	} {
+	statuses:
+		for i := range kind.new {
+			t := kind.new[i].State.Terminated
+			if t == nil {
+				continue
+			}
+			for j := range kind.old {
+				if kind.old[j].Name == kind.new[i].Name {
+					if kind.old[j].State.Terminated != nil {
+						continue statuses
+					}
+					break
+				}
+			}
+			m.terminated.WithLabelValues(kind.label, strconv.Itoa(int(t.ExitCode)), t.Reason).Inc()
+		}
+	}
 }
 
 // checkContainerStateTransition refuses a status in which a container
