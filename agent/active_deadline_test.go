@@ -52,6 +52,7 @@ func apiAgentOn(t *testing.T, fake *fakecri.Runtime, dir string, edit func(*agen
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.agent = a
 	stop = runUntilCleanup(t, a)
 	f.send(podsource.SET)
 	step = func(name, what string, cond func(v1.PodStatus) bool) v1.PodStatus {
@@ -162,14 +163,18 @@ func TestActiveDeadlineFailsThePodAtItsEnd(t *testing.T) {
 		t.Fatalf("the clock is %v past the start, want 29s", clk.Now().Sub(st.StartTime.Time))
 	}
 	clk.Step(time.Second)
-	// The failure shows in the event at once; the sink gets the Failed
-	// phase only once the pod's containers have stopped.
+	// The failure shows in the agent's own status and the event at once;
+	// the sink gets the Failed phase only once the pod's containers have
+	// stopped.
 	eventuallyShowing(t, "deadline failed with the clock at its end", func() bool {
-		return events.has("DeadlineExceeded: Pod was active on the node longer than the specified deadline")
+		s, ok := f.agent.PodStatus(pod.UID)
+		return ok && s.Phase == v1.PodFailed && s.Reason == "DeadlineExceeded" &&
+			events.has("DeadlineExceeded: Pod was active on the node longer than the specified deadline")
 	}, func() string {
+		s, _ := f.agent.PodStatus(pod.UID)
 		events.mu.Lock()
 		defer events.mu.Unlock()
-		return fmt.Sprint(events.list)
+		return fmt.Sprintf("own status %s %q, events %v", s.Phase, s.Reason, events.list)
 	})
 	if !clk.Now().Equal(end) {
 		t.Errorf("the clock moved to %v past the end", clk.Now().Sub(end))

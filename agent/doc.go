@@ -74,13 +74,17 @@
 //   - Config.StatusSink never gets a terminal phase while the pod's
 //     containers or sandbox may still run (a Never pod whose containers
 //     exited, a pod failed at its deadline or evicted before its kill):
-//     it gets the phase it last had until the worker has stopped the pod,
-//     then the whole status, as the kubelet's status manager holds the
-//     phase back from the API server (status.Config.
-//     CouldHaveRunningContainers; TestSinkGetsNoTerminalPhaseWhileThePodRuns).
-//     A pod rejected at admission, which never ran, is the exception;
+//     it gets the phase it last had (before its first status, the pod's
+//     own) until the worker has stopped the pod, then the whole status,
+//     sent as the worker turns to the stopped pod's volumes, as the
+//     kubelet's status manager holds the phase back from the API server
+//     (status.Config.CouldHaveRunningContainers, from
+//     podworkers.CouldHaveRunningContainers;
+//     TestSinkGetsNoTerminalPhaseWhileThePodRuns). A pod rejected at
+//     admission, which never ran, is the exception;
 //   - once a pod's worker has finished it (its containers and sandboxes
-//     gone, its final status flushed to the status sink),
+//     gone, its volumes torn down, its final status flushed to the status
+//     sink, waiting 10 s at most for a slow one),
 //     Config.PodTerminated is called with the newest spec, again after an
 //     error, and once only after it succeeded (a pod that had finished
 //     before a source began to delete it gets one more call, at the next

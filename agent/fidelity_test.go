@@ -116,6 +116,7 @@ type fidelity struct {
 	api     *podsource.Channel
 	history *history
 	kills   *killRecorder
+	agent   *agent.Agent // set by apiAgentOn
 }
 
 // startFidelity runs an agent on fakecri with a channel source named

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -399,32 +400,43 @@ func (a *Agent) SyncTerminatingRuntimePod(ctx context.Context, running *runtime.
 // PodTerminated makes the worker try again.
 func (a *Agent) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus) error {
 	a.generateAt(pod, rs, status.Terminated)
+	// The terminal phase, held back from the sink while the pod could
+	// have running containers, goes now, as the kubelet's TerminatePod
+	// sends it, whatever becomes of the volumes' teardown.
+	a.status.Resend(pod.UID)
 	a.volumes.RemovePod(pod.UID)
 	if err := a.volumes.WaitForUnmount(ctx, pod.UID); err != nil {
 		return fmt.Errorf("agent: pod %s: %w", podutil.FullName(pod), err)
 	}
-	// The terminal phase, held back from the sink while the pod could
-	// have running containers, goes now, before PodTerminated, which
-	// may delete the pod object once the API server holds it. A sink
-	// that fails here does not hold the pod up: the status manager tries
-	// again on its own.
-	if err := a.status.Flush(ctx, pod.UID); err != nil {
-		a.log.V(2).Info("flushing the final status failed", "pod", podutil.FullName(pod), "podUID", pod.UID, "err", err)
+	if a.cfg.PodTerminated != nil {
+		// PodTerminated may delete the pod object once the API server
+		// holds the final status, so the status goes first; a sink that
+		// fails or is slow holds the pod up for flushTimeout at most,
+		// and the status manager tries again on its own.
+		fctx, cancel := context.WithTimeout(ctx, flushTimeout)
+		err := a.status.Flush(fctx, pod.UID)
+		cancel()
+		if err != nil {
+			a.log.V(2).Info("flushing the final status failed", "pod", podutil.FullName(pod), "podUID", pod.UID, "err", err)
+		}
 	}
 	return a.podTerminated(ctx, pod)
 }
 
+// flushTimeout bounds the wait for a pod's final status to reach the
+// status sink before Config.PodTerminated.
+const flushTimeout = 10 * time.Second
+
 // couldHaveRunningContainers is the status manager's view of the pod
-// workers (status.Config.CouldHaveRunningContainers): a pod's containers
-// may run until its worker has stopped it for good. A pod rejected at
-// admission never ran one, and the kubelet hands it to no worker, so its
-// Failed status goes at once.
+// workers (status.Config.CouldHaveRunningContainers), the kubelet's: a
+// pod's containers may run until its worker has stopped it for good. A
+// pod rejected at admission never ran one, and the kubelet hands it to no
+// worker, so its Failed status goes at once.
 func (a *Agent) couldHaveRunningContainers(uid types.UID) bool {
 	if f, failed := a.failure(uid); failed && f.rejected {
 		return false
 	}
-	s, known := a.workers.PodState(uid)
-	return known && s < podworkers.Terminated
+	return a.workers.CouldHaveRunningContainers(uid)
 }
 
 // podTerminated calls Config.PodTerminated and records a success for a

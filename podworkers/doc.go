@@ -64,7 +64,11 @@
 //     it is finished at once, with no step, and holds up no one;
 //   - SyncKnownPods terminates workers whose pods left the config and
 //     forgets finished ones that are no longer desired or were created
-//     again.
+//     again;
+//   - CouldHaveRunningContainers answers the status manager's question
+//     (status.Config.CouldHaveRunningContainers): a pod's containers may
+//     run until its terminating step has succeeded, and a pod without a
+//     worker may until SyncKnownPods first ran.
 //
 // # Retries and back-off
 //

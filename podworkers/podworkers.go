@@ -147,6 +147,9 @@ type PodWorkers struct {
 	ctx     context.Context // set by Run
 	wg      sync.WaitGroup
 	started bool
+	// synced: SyncKnownPods has run, so a pod without a worker is known
+	// to run nothing.
+	synced bool
 	// told is the due time NextDue last returned; zero when it returned
 	// none (or was never asked), so that any due time is news.
 	told time.Time
@@ -489,6 +492,20 @@ func (p *PodWorkers) IsPodTerminationRequested(uid types.UID) bool {
 	return ok && s >= Terminating
 }
 
+// CouldHaveRunningContainers reports whether the pod's containers may
+// still run, as the kubelet's pod workers do: its worker has not yet
+// stopped it for good (it is not Terminated), or, for a pod without a
+// worker, SyncKnownPods has not yet run, so the workers do not know every
+// pod there is. status.Config.CouldHaveRunningContainers is its use.
+func (p *PodWorkers) CouldHaveRunningContainers(uid types.UID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s, known := p.m.PodState(uid); known {
+		return s < Terminated
+	}
+	return !p.synced
+}
+
 // ShouldPodContentBeRemoved reports whether the pod's worker finished, so
 // its containers, sandboxes and volumes may be removed. A pod the workers
 // never saw counts as removable.
@@ -511,6 +528,7 @@ func (p *PodWorkers) SyncKnownPods(desired []*v1.Pod) map[types.UID]State {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.synced = true
 	for _, k := range p.m.SyncKnownPods(want) {
 		p.updateLocked(k)
 	}

@@ -828,3 +828,32 @@ func TestUpdatesRacingTheGoroutinesEndAreNeverLost(t *testing.T) {
 		}
 	}
 }
+
+// TestCouldHaveRunningContainers checks the kubelet's rule: a pod may run
+// containers until its terminating step has succeeded; a pod without a
+// worker may until SyncKnownPods has run, and not after.
+func TestCouldHaveRunningContainers(t *testing.T) {
+	e := newEnv(t)
+	unknown := types.UID("uid-unknown")
+	if !e.pw.CouldHaveRunningContainers(unknown) {
+		t.Error("a pod without a worker before SyncKnownPods: false, want true")
+	}
+	p := pod("a", "v1")
+	e.pw.SyncKnownPods([]*v1.Pod{p})
+	if e.pw.CouldHaveRunningContainers(unknown) {
+		t.Error("a pod without a worker after SyncKnownPods: true, want false")
+	}
+	gate := e.terminatingBlocked(p)
+	if !e.pw.CouldHaveRunningContainers(p.UID) {
+		t.Error("a pod whose terminating step runs: false, want true")
+	}
+	gate <- struct{}{}
+	if c := e.next(); c.kind != "terminated" {
+		t.Fatalf("%+v, want terminated", c)
+	}
+	if e.pw.CouldHaveRunningContainers(p.UID) {
+		t.Error("a pod whose terminating step succeeded: true, want false")
+	}
+	close(gate)
+	e.quiet()
+}

@@ -227,21 +227,23 @@
 // workers' view) a terminal phase is held back from the sink while the
 // pod's containers may still run, as the kubelet's status manager holds
 // it back from the API server: the sink gets the status with the phase,
-// reason and message it last accepted (Pending before its first) and
-// without the node's DisruptionTarget, and the whole status once the
-// pod has stopped, at its next change or at Flush, which sends a pod's
-// status to the sink at once in the caller's goroutine. The Manager's
-// own status (GetPodStatus, Pods) is never held back. Sink calls, from
-// Run and Flush, are made one at a time, each with the status current
-// when it starts.
+// reason and message it last accepted (before its first, the pod's own,
+// the API server's; Pending when that has none) and without the node's
+// DisruptionTarget, and the whole status once the pod has stopped: at
+// the status's next change, at Resend (Run sends it again, without
+// waiting), or at Flush (sent at once, in the caller's goroutine, after
+// any sink call under way, as long as its ctx allows; a failure is
+// retried by Run after its back-off). The Manager's own status
+// (GetPodStatus, Pods) is never held back. Sink calls, from Run and
+// Flush, are made one at a time, each with the status current when it
+// starts.
 //
 // # Metrics
 //
 // The Manager is a prometheus.Collector of the kubelet's
 // kubelet_terminated_containers_total (labels container_type, exit_code
-// and reason): each container counts once, when a recorded status first
-// shows it terminated, against the last status or, before one, the pod's
-// own. Register it on a registry of your own; agent.Agent registers it
+// and reason): each termination counts once, when a recorded status
+// first shows it, against the last status or, before one, the pod's own. Register it on a registry of your own; agent.Agent registers it
 // on Config.Registry.
 //
 // # Change notification

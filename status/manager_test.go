@@ -551,15 +551,15 @@ func TestManagerHoldsBackAFirstTerminalStatusAsPending(t *testing.T) {
 }
 
 // TestManagerRetriesAFailedFlush checks that a Flush the sink refuses,
-// of a status it has held back, is tried again by Run, which then sends
-// the status whole.
+// of a status it has held back, has Run try the status again after its
+// retry period (not at once), whole.
 func TestManagerRetriesAFailedFlush(t *testing.T) {
 	clk := clocktesting.NewFakeClock(now)
 	calls := make(chan v1.PodPhase, 4)
 	refuse := false
 	mayRun := true
 	var mu sync.Mutex
-	m := status.New(status.Config{Clock: clk, RetryPeriod: time.Second,
+	m := status.New(status.Config{Clock: clk, RetryPeriod: 5 * time.Second,
 		CouldHaveRunningContainers: func(types.UID) bool { mu.Lock(); defer mu.Unlock(); return mayRun },
 		Sink: status.SinkFunc(func(_ context.Context, _ *v1.Pod, st v1.PodStatus) error {
 			mu.Lock()
@@ -570,13 +570,11 @@ func TestManagerRetriesAFailedFlush(t *testing.T) {
 			}
 			return nil
 		})})
+	runManager(t, m)
 	p := pod(v1.RestartPolicyNever, nil, "a")
 	m.SetPodStatus(p, v1.PodStatus{Phase: v1.PodSucceeded})
-	if err := m.Flush(context.Background(), p.UID); err != nil {
-		t.Fatal(err)
-	}
 	if phase := <-calls; phase != v1.PodPending {
-		t.Fatalf("the sink got phase %s held back, want Pending", phase)
+		t.Fatalf("Run sent phase %s held back, want Pending", phase)
 	}
 	mu.Lock()
 	mayRun, refuse = false, true
@@ -588,14 +586,90 @@ func TestManagerRetriesAFailedFlush(t *testing.T) {
 	mu.Lock()
 	refuse = false
 	mu.Unlock()
-	runManager(t, m)
+	waitForWaiter(t, clk) // Run's retry, armed by the failed Flush
+	select {
+	case phase := <-calls:
+		t.Fatalf("Run sent phase %s at once after the failed Flush, want it after the retry period", phase)
+	default:
+	}
+	clk.Step(5 * time.Second)
 	select {
 	case phase := <-calls:
 		if phase != v1.PodSucceeded {
 			t.Errorf("Run sent phase %s after the failed Flush, want Succeeded", phase)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not send the status again within 10s of a failed Flush")
+		t.Fatal("Run did not send the status again at its retry after a failed Flush")
+	}
+}
+
+// TestManagerResendsAHeldBackStatus checks that Resend has Run send a
+// held-back status again, whole once the pod can no longer run
+// containers, and does nothing for a status the sink has whole.
+func TestManagerResendsAHeldBackStatus(t *testing.T) {
+	calls := make(chan v1.PodPhase, 4)
+	var mu sync.Mutex
+	mayRun := true
+	m := status.New(status.Config{
+		CouldHaveRunningContainers: func(types.UID) bool { mu.Lock(); defer mu.Unlock(); return mayRun },
+		Sink: status.SinkFunc(func(_ context.Context, _ *v1.Pod, st v1.PodStatus) error {
+			calls <- st.Phase
+			return nil
+		})})
+	runManager(t, m)
+	p := pod(v1.RestartPolicyNever, nil, "a")
+	m.SetPodStatus(p, runningAs("fake://a-0"))
+	<-calls
+	m.SetPodStatus(p, v1.PodStatus{Phase: v1.PodSucceeded})
+	if phase := <-calls; phase != v1.PodRunning {
+		t.Fatalf("the sink got %s while the pod may run, want Running", phase)
+	}
+	mu.Lock()
+	mayRun = false
+	mu.Unlock()
+	m.Resend(p.UID)
+	select {
+	case phase := <-calls:
+		if phase != v1.PodSucceeded {
+			t.Errorf("after Resend the sink got %s, want Succeeded", phase)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Resend sent nothing within 10s")
+	}
+	m.Resend(p.UID)
+	if err := m.Flush(context.Background(), p.UID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case phase := <-calls:
+		t.Errorf("a Resend of a status the sink has whole sent %s", phase)
+	default:
+	}
+}
+
+// TestManagerHoldsBackToThePodsOwnPhase checks the phase the sink gets
+// held back before it accepted any status: the pod's own (the API
+// server's), as the kubelet keeps the API's; and that a pod whose own
+// status is terminal already is not held back.
+func TestManagerHoldsBackToThePodsOwnPhase(t *testing.T) {
+	sink := &status.MemorySink{}
+	m := status.New(status.Config{Sink: sink, CouldHaveRunningContainers: func(types.UID) bool { return true }})
+	running := pod(v1.RestartPolicyNever, nil, "a")
+	running.Status = v1.PodStatus{Phase: v1.PodRunning}
+	done := pod(v1.RestartPolicyNever, nil, "a")
+	done.UID = "done"
+	done.Status = v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted"}
+	for _, p := range []*v1.Pod{running, done} {
+		m.SetPodStatus(p, v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted"})
+		if err := m.Flush(context.Background(), p.UID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := sink.Get(running.UID); got.Phase != v1.PodRunning || got.Reason != "" {
+		t.Errorf("a pod the API shows Running: the sink got %s %q held back, want Running", got.Phase, got.Reason)
+	}
+	if got, _ := sink.Get(done.UID); got.Phase != v1.PodFailed || got.Reason != "Evicted" {
+		t.Errorf("a pod the API shows Failed: the sink got %s %q, want Failed Evicted", got.Phase, got.Reason)
 	}
 }
 
@@ -686,9 +760,9 @@ func TestManagerChecksAFirstStatusAgainstThePodsOwn(t *testing.T) {
 }
 
 // TestManagerCountsTerminations checks kubelet_terminated_containers_total:
-// each container counts once, as a recorded status first shows it
-// terminated, by kind, exit code and reason; one the pod's own status
-// already shows terminated does not count.
+// a termination counts once, as a recorded status first shows it, by
+// kind, exit code and reason; one the pod's own status already shows
+// does not count.
 func TestManagerCountsTerminations(t *testing.T) {
 	m := status.New(status.Config{})
 	reg := prometheus.NewPedanticRegistry()
@@ -708,7 +782,11 @@ func TestManagerCountsTerminations(t *testing.T) {
 	st.ContainerStatuses[0].State = ended(137, "Error")
 	m.SetPodStatus(p, st)
 	st = *st.DeepCopy()
-	st.ContainerStatuses[0].RestartCount = 1 // still the same termination
+	st.ContainerStatuses[0].Ready = true // still the same termination
+	m.SetPodStatus(p, st)
+
+	st = *st.DeepCopy()
+	st.EphemeralContainerStatuses = []v1.ContainerStatus{{Name: "debug", State: ended(2, "Error")}}
 	m.SetPodStatus(p, st)
 
 	q := pod(v1.RestartPolicyNever, nil, "c")
@@ -720,6 +798,7 @@ func TestManagerCountsTerminations(t *testing.T) {
 # HELP kubelet_terminated_containers_total Cumulative number of container terminations.
 # TYPE kubelet_terminated_containers_total counter
 kubelet_terminated_containers_total{container_type="container",exit_code="137",reason="Error"} 1
+kubelet_terminated_containers_total{container_type="ephemeral_container",exit_code="2",reason="Error"} 1
 kubelet_terminated_containers_total{container_type="init_container",exit_code="0",reason="Completed"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kubelet_terminated_containers_total"); err != nil {

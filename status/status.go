@@ -23,8 +23,11 @@ import (
 )
 
 // Sink is where pod statuses go: memory, a callback, an API server. It
-// is called from Manager.Run only, one call at a time, with the newest
-// status of a pod; an error makes the Manager try again later.
+// is called from Manager.Run and Manager.Flush, one call at a time, with
+// the pod's status current when the call starts (its terminal phase held
+// back while Config.CouldHaveRunningContainers says so); an error makes
+// the Manager try again later. It must honour ctx, and must not call the
+// Manager's Flush.
 type Sink interface {
 	UpdatePodStatus(ctx context.Context, pod *v1.Pod, status v1.PodStatus) error
 }
@@ -61,10 +64,12 @@ type Config struct {
 	// from the API server, so nothing outside the node takes the pod for
 	// finished (and, say, starts its replacement) while it may still use
 	// what it holds: the sink gets the status with the phase, reason and
-	// message it last accepted (Pending and none before its first) and
-	// without a DisruptionTarget condition. The status goes whole at its
-	// next change or Flush once the function reports false. It is called
-	// without the Manager's lock held. Default nil: nothing is held back.
+	// message it last accepted (before its first: the pod's own, the API
+	// server's, or Pending when that has none) and without a
+	// DisruptionTarget condition. The status goes whole at its next
+	// change, Resend or Flush once the function reports false. It is
+	// called without the Manager's lock but with its sink's turn held, so
+	// it must not call Flush. Default nil: nothing is held back.
 	CouldHaveRunningContainers func(types.UID) bool
 }
 
@@ -76,8 +81,12 @@ type Manager struct {
 	cfg    Config
 	notify chan struct{} // capacity 1: "something is dirty"
 
-	// pushMu makes the sink's calls one at a time, from Run and Flush.
-	pushMu sync.Mutex
+	// pushTurn (capacity 1) makes the sink's calls one at a time, from
+	// Run and Flush; a Flush waits for its turn only as long as its ctx.
+	pushTurn chan struct{}
+	// flushFailed (capacity 1) has Run arm its retry after a Flush that
+	// failed.
+	flushFailed chan struct{}
 
 	terminated *prometheus.CounterVec
 
@@ -94,11 +103,12 @@ type entry struct {
 	status  v1.PodStatus
 	version uint64
 	sent    uint64 // the version the sink accepted
-	// What the sink last accepted of the phase, and whether that status
-	// was held back (Config.CouldHaveRunningContainers).
+	// What the sink last accepted of the phase, whether it accepted
+	// anything, and whether that status was held back
+	// (Config.CouldHaveRunningContainers).
 	sentPhase               v1.PodPhase
 	sentReason, sentMessage string
-	held                    bool
+	accepted, held          bool
 	// verdicts holds the IDs of this pod's containers that have a
 	// readiness or startup verdict, so that pruning them costs the
 	// pod's containers, not every verdict of the node.
@@ -130,12 +140,14 @@ func New(cfg Config) *Manager {
 		terminated: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Subsystem: "kubelet", Name: "terminated_containers_total", Help: "Cumulative number of container terminations.",
 		}, []string{"container_type", "exit_code", "reason"}),
-		cfg:     cfg,
-		notify:  make(chan struct{}, 1),
-		pods:    map[types.UID]*entry{},
-		ready:   map[string]bool{},
-		started: map[string]bool{},
-		subs:    map[*subscriber]struct{}{},
+		cfg:         cfg,
+		notify:      make(chan struct{}, 1),
+		pushTurn:    make(chan struct{}, 1),
+		flushFailed: make(chan struct{}, 1),
+		pods:        map[types.UID]*entry{},
+		ready:       map[string]bool{},
+		started:     map[string]bool{},
+		subs:        map[*subscriber]struct{}{},
 	}
 }
 
@@ -164,7 +176,6 @@ func (m *Manager) setLocked(pod *v1.Pod, status v1.PodStatus) {
 	// API server's), as the kubelet's status manager does.
 	old := &pod.Status
 	if e != nil {
-		e.pod = pod
 		old = &e.status
 	}
 	// The start time never changes once set, and a status without one
@@ -182,16 +193,19 @@ func (m *Manager) setLocked(pod *v1.Pod, status v1.PodStatus) {
 		status.ObservedGeneration = old.ObservedGeneration
 	}
 	if e != nil && sameStatus(&e.status, &status) {
+		e.pod = pod
 		return
 	}
 	if err := checkContainerStateTransition(old, &status, &pod.Spec); err != nil {
+		// Dropped whole: the Manager keeps what it had, pod included.
 		m.cfg.Logger.Error(err, "status update on pod aborted", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID)
 		return
 	}
 	if e == nil {
-		e = &entry{pod: pod}
+		e = &entry{}
 		m.pods[pod.UID] = e
 	}
+	e.pod = pod
 	m.countTerminations(old, &status)
 	// Kept as a copy of its own, so that the caller's later changes never
 	// reach it, as the kubelet's status manager copies the status it is
@@ -211,9 +225,10 @@ var _ prometheus.Collector = (*Manager)(nil)
 // Describe implements prometheus.Collector: the Manager's metric is the
 // kubelet's kubelet_terminated_containers_total, labelled container_type
 // (container, init_container, ephemeral_container), exit_code and
-// reason, counting each container once as a recorded status first shows
-// it terminated. Register the Manager on a registry to export it
-// (agent.Agent does).
+// reason, counting each termination once, as a recorded status first
+// shows it (a container that restarted and ended again between two
+// recorded statuses counts once, as with the kubelet). Register the
+// Manager on a registry to export it (agent.Agent does).
 func (m *Manager) Describe(ch chan<- *prometheus.Desc) { m.terminated.Describe(ch) }
 
 // Collect implements prometheus.Collector.
@@ -256,33 +271,42 @@ func (m *Manager) countTerminations(old, st *v1.PodStatus) {
 // with restartPolicy Always, and pods with a RestartAllContainers rule,
 // may restart any container; sidecars always restart; a container with
 // a non-zero exit code in an OnFailure pod, or one its restart policy or
-// rules restart (podutil.ContainerShouldRestart), may too.
+// rules restart (podutil.ContainerShouldRestart), may too. As in the
+// kubelet, init container statuses go with the spec's init containers by
+// position, and a previous status whose init containers do not match
+// the spec's is refused too.
 func checkContainerStateTransition(old, st *v1.PodStatus, spec *v1.PodSpec) error {
 	if spec.RestartPolicy == v1.RestartPolicyAlways || podutil.MayRestartAllContainers(spec) {
 		return nil
 	}
-	for _, kind := range [...]struct {
-		what     string
-		specs    []v1.Container
-		old, new []v1.ContainerStatus
-	}{
-		{"container", spec.Containers, old.ContainerStatuses, st.ContainerStatuses},
-		{"init container", spec.InitContainers, old.InitContainerStatuses, st.InitContainerStatuses},
-	} {
-		for i := range kind.old {
-			t := kind.old[i].State.Terminated
-			if t == nil || (t.ExitCode != 0 && spec.RestartPolicy == v1.RestartPolicyOnFailure) {
-				continue
+	// stays reports whether a container that ended with t is to stay so.
+	stays := func(c *v1.Container, t *v1.ContainerStateTerminated) bool {
+		if t.ExitCode != 0 && spec.RestartPolicy == v1.RestartPolicyOnFailure {
+			return false
+		}
+		return c == nil || !podutil.ContainerShouldRestart(c, spec, t.ExitCode)
+	}
+	revived := func(list []v1.ContainerStatus, name string) bool {
+		for i := range list {
+			if list[i].Name == name && list[i].State.Terminated == nil {
+				return true
 			}
-			name := kind.old[i].Name
-			if c := containerNamed(kind.specs, name); c == nil || podutil.ContainerShouldRestart(c, spec, t.ExitCode) {
-				continue
-			}
-			for j := range kind.new {
-				if kind.new[j].Name == name && kind.new[j].State.Terminated == nil {
-					return fmt.Errorf("terminated %s %s attempted illegal transition to non-terminated state", kind.what, name)
-				}
-			}
+		}
+		return false
+	}
+	for i := range old.ContainerStatuses {
+		o := &old.ContainerStatuses[i]
+		if t := o.State.Terminated; t != nil && stays(containerNamed(spec.Containers, o.Name), t) && revived(st.ContainerStatuses, o.Name) {
+			return fmt.Errorf("terminated container %s attempted illegal transition to non-terminated state", o.Name)
+		}
+	}
+	for i := range old.InitContainerStatuses {
+		o := &old.InitContainerStatuses[i]
+		if i >= len(spec.InitContainers) || spec.InitContainers[i].Name != o.Name {
+			return fmt.Errorf("found mismatch between pod spec and status, container: %s", o.Name)
+		}
+		if t := o.State.Terminated; t != nil && stays(&spec.InitContainers[i], t) && revived(st.InitContainerStatuses, o.Name) {
+			return fmt.Errorf("terminated init container %s attempted illegal transition to non-terminated state", o.Name)
 		}
 	}
 	return nil
@@ -606,6 +630,16 @@ func (m *Manager) Run(ctx context.Context) error {
 			retry.Stop()
 		}
 	}()
+	arm := func() {
+		switch {
+		case backoff == 0:
+			backoff = m.cfg.RetryPeriod
+		case backoff < m.cfg.MaxRetryPeriod:
+			backoff = min(2*backoff, m.cfg.MaxRetryPeriod)
+		}
+		retry = m.cfg.Clock.NewTimer(backoff)
+		retryC = retry.C()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -613,6 +647,12 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-m.notify:
 		case <-retryC:
 			retryC = nil
+		case <-m.flushFailed:
+			// Its pod is unsent again, and tried with the back-off.
+			if retryC == nil {
+				arm()
+			}
+			continue
 		}
 		if m.flush(ctx) {
 			if retryC != nil {
@@ -628,14 +668,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		if retryC != nil {
 			continue // a retry is already due; a change does not postpone it
 		}
-		switch {
-		case backoff == 0:
-			backoff = m.cfg.RetryPeriod
-		case backoff < m.cfg.MaxRetryPeriod:
-			backoff = min(2*backoff, m.cfg.MaxRetryPeriod)
-		}
-		retry = m.cfg.Clock.NewTimer(backoff)
-		retryC = retry.C()
+		arm()
 	}
 }
 
@@ -662,25 +695,57 @@ func (m *Manager) flush(ctx context.Context) bool {
 // Flush sends the pod's status to the sink now, in the caller's
 // goroutine, unless the sink has it already; a status the sink got held
 // back (Config.CouldHaveRunningContainers) is sent again, whole if the
-// pod can no longer have running containers. It returns the sink's error
-// (nil without a sink or a status), after which Run tries again with its
-// back-off. The agent flushes a pod's final status before it tells
-// Config.PodTerminated, as the kubelet's status manager writes the final
-// status before it deletes the pod.
+// pod can no longer have running containers. It waits for a sink call
+// under way to end, as long as ctx allows. It returns the sink's error,
+// or ctx's (nil without a sink or a status); the pod's status is then
+// tried again by Run after its back-off. The agent flushes a pod's final
+// status before it tells Config.PodTerminated, as the kubelet's status
+// manager writes the final status before it deletes the pod.
 func (m *Manager) Flush(ctx context.Context, uid types.UID) error {
 	if m.cfg.Sink == nil {
 		return nil
 	}
-	return m.push(ctx, uid, true)
+	err := m.push(ctx, uid, true)
+	if err != nil {
+		m.mu.Lock()
+		if e := m.pods[uid]; e != nil {
+			e.sent = 0
+		}
+		m.mu.Unlock()
+		select {
+		case m.flushFailed <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+// Resend has Run send the pod's status again if the sink got it held
+// back, so that it goes whole once the pod can no longer have running
+// containers; it does not wait. The agent calls it as a pod's worker
+// has stopped the pod, as the kubelet's status manager sends the final
+// status of a pod then (TerminatePod).
+func (m *Manager) Resend(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.pods[uid]; e != nil && e.held {
+		e.sent = 0
+		m.poke()
+	}
 }
 
 // push sends the current status of uid to the sink unless it has that
 // version already; resend sends it again when the sink got it held back.
 // Sink calls are made one at a time, and each sends the status current
 // when it starts, so the sink never gets an older status after a newer.
+// A status the sink refuses is left unsent.
 func (m *Manager) push(ctx context.Context, uid types.UID, resend bool) error {
-	m.pushMu.Lock()
-	defer m.pushMu.Unlock()
+	select {
+	case m.pushTurn <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-m.pushTurn }()
 	m.mu.Lock()
 	e := m.pods[uid]
 	if e == nil || (e.sent == e.version && !(resend && e.held)) {
@@ -688,7 +753,12 @@ func (m *Manager) push(ctx context.Context, uid types.UID, resend bool) error {
 		return nil
 	}
 	pod, st, version := e.pod, *e.status.DeepCopy(), e.version
+	// The phase the sink has: the one it last accepted, else the pod's
+	// own (the API server's), as the kubelet keeps the API's.
 	phase, reason, message := e.sentPhase, e.sentReason, e.sentMessage
+	if !e.accepted {
+		phase, reason, message = pod.Status.Phase, pod.Status.Reason, pod.Status.Message
+	}
 	m.mu.Unlock()
 	held := false
 	if m.holdBack(uid, st.Phase, phase) {
@@ -709,15 +779,10 @@ func (m *Manager) push(ctx context.Context, uid types.UID, resend bool) error {
 		if !errors.Is(err, context.Canceled) {
 			m.cfg.Logger.Error(err, "updating pod status", "pod", pod.Namespace+"/"+pod.Name, "podUID", uid)
 		}
-		// Unsent, so that Run tries again: at its next retry after its
-		// own failure, at once after a Flush's.
 		e.sent = 0
-		if resend {
-			m.poke()
-		}
 		return err
 	}
-	e.sent, e.held = version, held
+	e.sent, e.held, e.accepted = version, held, true
 	e.sentPhase, e.sentReason, e.sentMessage = st.Phase, st.Reason, st.Message
 	return nil
 }
