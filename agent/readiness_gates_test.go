@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -36,6 +37,9 @@ func TestReadinessGateFollowsTheSourcesCondition(t *testing.T) {
 	for _, want := range []v1.ConditionStatus{v1.ConditionTrue, v1.ConditionFalse, v1.ConditionTrue} {
 		withGate := pod.DeepCopy()
 		withGate.Status = *st.DeepCopy()
+		// The gate's condition, set anew (the last status has the one
+		// before, kept from the pod's own status as the kubelet keeps it).
+		withGate.Status.Conditions = slices.DeleteFunc(withGate.Status.Conditions, func(c v1.PodCondition) bool { return c.Type == gate })
 		withGate.Status.Conditions = append(withGate.Status.Conditions, v1.PodCondition{Type: gate, Status: want})
 		f.send(podsource.RECONCILE, withGate)
 		// At most 5 s of the clock: a relist each second lets the pod's

@@ -215,18 +215,6 @@ func (s *StatusSink) UpdatePodStatus(ctx context.Context, pod *v1.Pod, st v1.Pod
 	return nil
 }
 
-// kubeletConditions are the pod conditions the kubelet owns.
-var kubeletConditions = map[v1.PodConditionType]bool{
-	v1.PodScheduled:              true,
-	v1.PodReadyToStartContainers: true,
-	v1.PodInitialized:            true,
-	v1.ContainersReady:           true,
-	v1.PodReady:                  true,
-	v1.PodResizePending:          true,
-	v1.PodResizeInProgress:       true,
-	v1.AllContainersRestarting:   true,
-}
-
 // mergePodStatus merges the node's status st into the API's status old;
 // now stamps a readiness condition it turns false and the node's
 // DisruptionTarget as it is written.
@@ -237,7 +225,7 @@ func mergePodStatus(old, st v1.PodStatus, now time.Time) v1.PodStatus {
 	}
 	var conds []v1.PodCondition
 	for _, c := range merged.Conditions {
-		if kubeletConditions[c.Type] {
+		if status.OwnedByKubelet(c.Type) {
 			conds = append(conds, c)
 		}
 	}
@@ -249,7 +237,7 @@ func mergePodStatus(old, st v1.PodStatus, now time.Time) v1.PodStatus {
 	// its sending as its transition time unless the API's has the same
 	// status.
 	for _, c := range old.Conditions {
-		if !kubeletConditions[c.Type] {
+		if !status.OwnedByKubelet(c.Type) {
 			conds = append(conds, c)
 		}
 	}

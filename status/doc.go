@@ -102,6 +102,10 @@
 //     a regular container has started, and then stays True (a sidecar
 //     restarting later, or a pod initializing again in a new sandbox,
 //     does not undo it);
+//   - the conditions of the pod's own status (the API server's) that the
+//     kubelet does not own (OwnedByKubelet: a readiness gate's, a
+//     DisruptionTarget another component set), kept as they are, first,
+//     as the kubelet keeps them;
 //   - pod and host IPs, start time and QoS class;
 //   - observedGeneration: the pod's metadata.generation, on the status and
 //     on each condition Generate makes, as the kubelet records it
@@ -154,9 +158,6 @@
 //     with OutOfcpu, Evicted or DeadlineExceeded): the agent sets phase,
 //     reason and message over the generated status for the pods it
 //     rejected, evicted or found past their activeDeadlineSeconds;
-//   - conditions the kubelet does not own (readiness gates' conditions,
-//     DisruptionTarget) are not part of the generated status: a sink that
-//     patches an API server keeps them;
 //   - a container's image is the spec's, not the name the runtime
 //     reports (the runtime's is used only when the spec has none);
 //   - in the final status, whether the pod ever initialized is read from

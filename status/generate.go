@@ -192,7 +192,36 @@ func Generate(in Input) v1.PodStatus {
 	for i := range s.Conditions {
 		s.Conditions[i].ObservedGeneration = pod.Generation
 	}
+	s.Conditions = append(othersConditions(pod), s.Conditions...)
 	return s
+}
+
+// othersConditions are the conditions of the pod's own status (the API
+// server's) that the kubelet does not own (a readiness gate's, a
+// DisruptionTarget another component set), which a generated status
+// keeps as they are, first, as the kubelet's does.
+func othersConditions(pod *v1.Pod) []v1.PodCondition {
+	var out []v1.PodCondition
+	for _, c := range pod.Status.Conditions {
+		if !OwnedByKubelet(c.Type) {
+			out = append(out, *c.DeepCopy())
+		}
+	}
+	return out
+}
+
+// OwnedByKubelet reports whether the kubelet owns pod conditions of type
+// t, and so replaces them in the API with its own: PodScheduled,
+// PodReadyToStartContainers, Initialized, ContainersReady, Ready, the
+// in-place resize conditions and AllContainersRestarting. Others (a
+// readiness gate's, DisruptionTarget) belong to other components.
+func OwnedByKubelet(t v1.PodConditionType) bool {
+	switch t {
+	case v1.PodScheduled, v1.PodReadyToStartContainers, v1.PodInitialized, v1.ContainersReady, v1.PodReady,
+		v1.PodResizePending, v1.PodResizeInProgress, v1.AllContainersRestarting:
+		return true
+	}
+	return false
 }
 
 func terminalPhase(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }

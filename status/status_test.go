@@ -2,6 +2,7 @@ package status_test
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -279,5 +280,32 @@ func TestSidecarPhases(t *testing.T) {
 				t.Errorf("Initialized %s, want %s", got, tc.init)
 			}
 		})
+	}
+}
+
+// As the kubelet's generateAPIPodStatus: the conditions of the pod's own
+// status that the kubelet does not own are kept as they are, first; the
+// ones it owns are made anew.
+func TestGenerateKeepsOthersConditions(t *testing.T) {
+	p := pod(v1.RestartPolicyAlways, nil, "a")
+	p.Generation = 3
+	gate := v1.PodCondition{Type: "example.com/gate", Status: v1.ConditionTrue, ObservedGeneration: 1,
+		LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}
+	taint := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: "DeletionByTaintManager"}
+	p.Status.Conditions = []v1.PodCondition{gate, {Type: v1.PodReady, Status: v1.ConditionTrue, Reason: "stale"}, taint}
+	got := status.Generate(status.Input{Pod: p, Runtime: observed(c("a", running, 0, 0)), Now: now})
+	if len(got.Conditions) < 2 || !reflect.DeepEqual(got.Conditions[:2], []v1.PodCondition{gate, taint}) {
+		t.Fatalf("conditions %+v, want the gate's and DisruptionTarget first, as they were", got.Conditions)
+	}
+	for _, c := range got.Conditions[2:] {
+		if !status.OwnedByKubelet(c.Type) {
+			t.Errorf("condition %s twice", c.Type)
+		}
+		if c.Type == v1.PodReady && c.Reason == "stale" {
+			t.Error("the pod's own Ready was kept, want it made anew")
+		}
+		if c.ObservedGeneration != 3 {
+			t.Errorf("%s observedGeneration %d, want 3", c.Type, c.ObservedGeneration)
+		}
 	}
 }
