@@ -65,13 +65,16 @@ func (a *Agent) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
 }
 
 // HandlePodReconcile implements syncloop.Handler: a pod whose status
-// changed at its source is remembered, and synced when its Ready no
-// longer agrees with its readiness gates, as the kubelet reconciles Ready:
-// a gate's condition is set by others (controllers, through the API
-// server's status), and Ready follows it.
+// changed at its source is remembered; its status is written again when
+// the source's differs from what the status sink would write
+// (status.Manager.Reconcile: another writer changed it); and it is
+// synced when its Ready no longer agrees with its readiness gates, as
+// the kubelet reconciles Ready: a gate's condition is set by others
+// (controllers, through the API server's status), and Ready follows it.
 func (a *Agent) HandlePodReconcile(_ context.Context, pods []*v1.Pod) {
 	a.remember(pods)
 	for _, p := range pods {
+		a.status.Reconcile(p)
 		if status.NeedToReconcileReadiness(p) && !a.workers.IsPodTerminationRequested(p.UID) {
 			a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p})
 		}

@@ -139,6 +139,33 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 		return p.Status.Phase == v1.PodRunning && ready && p.Status.PodIP != "" && len(p.Status.ContainerStatuses) == 2,
 			fmt.Sprintf("phase %s, ready %v, podIP %q, %d container statuses", p.Status.Phase, ready, p.Status.PodIP, len(p.Status.ContainerStatuses))
 	})
+	// Another writer turns the pod's Ready False in the API server; the
+	// node writes its status again, as the kubelet's status manager
+	// reconciles a status that differs from its own.
+	tampered, err := admin.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range tampered.Status.Conditions {
+		if c := &tampered.Status.Conditions[i]; c.Type == v1.PodReady {
+			c.Status, c.Reason = v1.ConditionFalse, "Tampered"
+		}
+	}
+	if _, err := admin.CoreV1().Pods("default").UpdateStatus(ctx, tampered, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the node's Ready back in the API server", func() (bool, string) {
+		p, err := admin.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodReady {
+				return c.Status == v1.ConditionTrue, fmt.Sprintf("%+v", c)
+			}
+		}
+		return false, "no Ready condition"
+	})
 	running := func() int {
 		cs, err := fake.ListContainers(ctx, &runtimeapi.ContainerFilter{
 			State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},

@@ -97,7 +97,7 @@ type StatusSink struct {
 	skipped atomic.Int64
 }
 
-var _ status.Sink = (*StatusSink)(nil)
+var _ status.Reconciler = (*StatusSink)(nil)
 
 // NewStatusSink checks cfg. It does no I/O and starts nothing.
 func NewStatusSink(cfg StatusSinkConfig) (*StatusSink, error) {
@@ -213,6 +213,19 @@ func (s *StatusSink) UpdatePodStatus(ctx context.Context, pod *v1.Pod, st v1.Pod
 	}
 	s.patched.Add(1)
 	return nil
+}
+
+// NeedsReconcile implements status.Reconciler: whether the API server's
+// status of pod (pod.Status, as a watch delivered it) differs from what
+// UpdatePodStatus would write of st, so that the status.Manager writes
+// it again; the kubelet's status manager so restores a status another
+// writer changed. Static pods are never reconciled here: their API
+// object is the mirror pod, which the agent does not see.
+func (s *StatusSink) NeedsReconcile(pod *v1.Pod, st v1.PodStatus) bool {
+	if pod.Annotations[podsource.AnnotationConfigSource] != podsource.SourceAPI {
+		return false
+	}
+	return !equality.Semantic.DeepEqual(pod.Status, mergePodStatus(pod.Status, st, s.cfg.Clock.Now()))
 }
 
 // mergePodStatus merges the node's status st into the API's status old;

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodekit/nodekit/kube"
 	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/status"
 )
 
 // TestStatusSinkMirrorPods checks that a static pod's status is written
@@ -210,4 +211,75 @@ func TestStatusSinkWritesDisruptionTarget(t *testing.T) {
 	if c := disruption(podStatus(t, client, "quiet")); c != nil {
 		t.Errorf("quiet: a status that is not terminal wrote DisruptionTarget %+v", c)
 	}
+}
+
+// TestStatusSinkRestoresAStatusAnotherWriterChanged checks the
+// reconciliation a watch makes possible, as the kubelet's status manager
+// restores a status another writer changed: NeedsReconcile is true only
+// when the API's status differs from what the sink would write (not for
+// another component's condition, nor for a static pod), and the
+// status.Manager then writes it again.
+func TestStatusSinkRestoresAStatusAnotherWriterChanged(t *testing.T) {
+	ctx := context.Background()
+	pod := apiPod("default", "web", "u1", "n1", 0)
+	client := fake.NewClientset(pod)
+	s := newSink(t, client)
+	m := status.New(status.Config{Sink: s})
+	st := running("10.0.0.5")
+	st.QOSClass = v1.PodQOSBestEffort
+	m.SetPodStatus(sourced(pod), st)
+	if err := m.Flush(ctx, pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	api := func() *v1.Pod {
+		t.Helper()
+		p, err := client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sourced(p)
+	}
+	ours, _ := m.GetPodStatus(pod.UID)
+	if s.NeedsReconcile(api(), ours) {
+		t.Fatal("the API has what the sink wrote, yet NeedsReconcile")
+	}
+	gated := api()
+	gated.Status.Conditions = append(gated.Status.Conditions, v1.PodCondition{Type: "example.com/gate", Status: v1.ConditionTrue})
+	if s.NeedsReconcile(gated, ours) {
+		t.Error("another component's condition made NeedsReconcile true")
+	}
+
+	tampered := api()
+	for i := range tampered.Status.Conditions {
+		if tampered.Status.Conditions[i].Type == v1.PodReady {
+			tampered.Status.Conditions[i].Status, tampered.Status.Conditions[i].Reason = v1.ConditionFalse, "Tampered"
+		}
+	}
+	if _, err := client.CoreV1().Pods("default").UpdateStatus(ctx, tampered, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !s.NeedsReconcile(api(), ours) {
+		t.Fatal("a Ready another writer turned False: NeedsReconcile false")
+	}
+	static := api()
+	static.Annotations[podsource.AnnotationConfigSource] = podsource.SourceFile
+	if s.NeedsReconcile(static, ours) {
+		t.Error("a static pod: NeedsReconcile true")
+	}
+	m.Reconcile(api())
+	if err := m.Flush(ctx, pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	if !conditionTrueIn(api().Status.Conditions, v1.PodReady) {
+		t.Errorf("after Reconcile the API's Ready is still %+v", api().Status.Conditions)
+	}
+}
+
+func conditionTrueIn(cs []v1.PodCondition, t v1.PodConditionType) bool {
+	for _, c := range cs {
+		if c.Type == t {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
 }

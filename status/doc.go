@@ -239,6 +239,14 @@
 // Flush, are made one at a time, each with the status current when it
 // starts.
 //
+// Reconcile is told of a pod as the sink's store has it (the API
+// server's, from a watch): a sink that is a Reconciler (kube.StatusSink)
+// says whether that differs from what it would write, and the status is
+// then sent again, as the kubelet's status manager restores a status
+// another writer changed. The agent calls it for every status change its
+// sources report (RECONCILE), so it costs no timer; the kubelet also
+// compares every 10 s.
+//
 // # Metrics
 //
 // The Manager is a prometheus.Collector of the kubelet's

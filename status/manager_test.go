@@ -805,3 +805,68 @@ kubelet_terminated_containers_total{container_type="init_container",exit_code="0
 		t.Error(err)
 	}
 }
+
+// reconcilingSink is a MemorySink whose store, per pod, is what it last
+// accepted unless a test changed it, as another writer changes an API
+// server's status.
+type reconcilingSink struct {
+	status.MemorySink
+	asked int
+}
+
+func (s *reconcilingSink) NeedsReconcile(pod *v1.Pod, st v1.PodStatus) bool {
+	s.asked++
+	return pod.Status.Phase != st.Phase
+}
+
+// TestManagerReconcilesAStatusChangedElsewhere checks Reconcile: a
+// Reconciler sink that finds its store's status differs gets the status
+// again; one that finds it the same, a status still unsent and a status
+// held back get nothing more; a plain Sink is never asked.
+func TestManagerReconcilesAStatusChangedElsewhere(t *testing.T) {
+	ctx := context.Background()
+	sink := &reconcilingSink{}
+	mayRun := false
+	m := status.New(status.Config{Sink: sink, CouldHaveRunningContainers: func(types.UID) bool { return mayRun }})
+	p := pod(v1.RestartPolicyAlways, nil, "a")
+	m.SetPodStatus(p, runningAs("fake://a-0"))
+	if err := m.Flush(ctx, p.UID); err != nil {
+		t.Fatal(err)
+	}
+	flushed := func() int {
+		t.Helper()
+		n := sink.Updates()
+		if err := m.Flush(ctx, p.UID); err != nil {
+			t.Fatal(err)
+		}
+		return sink.Updates() - n
+	}
+
+	same := p.DeepCopy()
+	same.Status.Phase = v1.PodRunning
+	m.Reconcile(same)
+	if n := flushed(); n != 0 {
+		t.Errorf("a store that has the status: %d sink calls, want 0", n)
+	}
+	changed := p.DeepCopy()
+	changed.Status.Phase = v1.PodPending // another writer's
+	m.Reconcile(changed)
+	if n := flushed(); n != 1 {
+		t.Errorf("a store whose status another writer changed: %d sink calls, want 1", n)
+	}
+
+	mayRun = true
+	m.SetPodStatus(p, v1.PodStatus{Phase: v1.PodFailed})
+	if err := m.Flush(ctx, p.UID); err != nil {
+		t.Fatal(err)
+	}
+	asked := sink.asked
+	m.Reconcile(changed)
+	if sink.asked != asked {
+		t.Error("a status held back was reconciled")
+	}
+
+	plain := status.New(status.Config{Sink: &status.MemorySink{}})
+	plain.SetPodStatus(p, runningAs("fake://a-0"))
+	plain.Reconcile(changed) // nothing to ask; must not panic
+}

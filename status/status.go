@@ -32,6 +32,15 @@ type Sink interface {
 	UpdatePodStatus(ctx context.Context, pod *v1.Pod, status v1.PodStatus) error
 }
 
+// Reconciler is a Sink that can tell whether a pod's status as its store
+// has it (an API server's, from a watch) needs the status the Manager
+// holds written again: another writer changed it, or a write was lost.
+// Manager.Reconcile asks it; kube.StatusSink is one.
+type Reconciler interface {
+	Sink
+	NeedsReconcile(pod *v1.Pod, status v1.PodStatus) bool
+}
+
 // SinkFunc adapts a function to a Sink.
 type SinkFunc func(ctx context.Context, pod *v1.Pod, status v1.PodStatus) error
 
@@ -729,6 +738,38 @@ func (m *Manager) Resend(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e := m.pods[uid]; e != nil && e.held {
+		e.sent = 0
+		m.poke()
+	}
+}
+
+// Reconcile is told of the pod as the sink's store now has it (pod.Status
+// is the API server's, say, from a watch). When the sink is a Reconciler
+// and finds that store's status differs from what it would write of the
+// Manager's, the status is sent again, as the kubelet's status manager
+// reconciles a status another writer changed. A status still to be sent,
+// or one the sink got held back, is left to its push; without a
+// Reconciler nothing is done. NeedsReconcile is called without the
+// Manager's lock.
+func (m *Manager) Reconcile(pod *v1.Pod) {
+	r, ok := m.cfg.Sink.(Reconciler)
+	if !ok {
+		return
+	}
+	m.mu.Lock()
+	e := m.pods[pod.UID]
+	if e == nil || e.sent != e.version || e.held {
+		m.mu.Unlock()
+		return
+	}
+	st, version := *e.status.DeepCopy(), e.version
+	m.mu.Unlock()
+	if !r.NeedsReconcile(pod, st) {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.pods[pod.UID] == e && e.sent == version {
 		e.sent = 0
 		m.poke()
 	}
