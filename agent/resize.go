@@ -158,14 +158,15 @@ func (a *Agent) allocatedPodSeq(pod *v1.Pod) (*v1.Pod, int) {
 }
 
 // resizeConditions are the pod's PodResizePending and
-// PodResizeInProgress, if any.
-func (a *Agent) resizeConditions(uid types.UID) (pending, inProgress *status.Reason) {
+// PodResizeInProgress, if any, and the pod's generation when its last
+// resize was accepted.
+func (a *Agent) resizeConditions(uid types.UID) (pending, inProgress *status.Reason, accepted int64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if st := a.resizes[uid]; st != nil {
-		return st.pending, st.inProgress
+		return st.pending, st.inProgress, st.generation
 	}
-	return nil, nil
+	return nil, nil, 0
 }
 
 // handleResizes decides on the resizes the pods ask for, as the kubelet's

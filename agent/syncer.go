@@ -519,9 +519,9 @@ func (a *Agent) generateAt(pod *v1.Pod, rs *runtime.PodStatus, stage status.Stag
 	a.mu.Lock()
 	waiting := a.reasons[pod.UID]
 	a.mu.Unlock()
-	pending, inProgress := a.resizeConditions(pod.UID)
+	pending, inProgress, accepted := a.resizeConditions(pod.UID)
 	in := status.Input{Pod: a.allocatedPod(pod), Runtime: rs, Waiting: waiting, Ready: ready, Started: started, NodeIPs: a.cfg.NodeIPs, Now: a.cfg.Clock.Now(), Stage: stage,
-		ResizePending: pending, ResizeInProgress: inProgress}
+		ResizePending: pending, ResizeInProgress: inProgress, ResizeAcceptedGeneration: accepted}
 	if r, ok := a.rt.(runtime.PodCgroupReader); ok {
 		in.PodCgroup, _ = r.PodCgroupResources(pod.UID)
 	}

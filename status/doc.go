@@ -147,7 +147,10 @@
 //     Input.ResizeInProgress): PodResizePending (reason Deferred or
 //     Infeasible) and PodResizeInProgress (no reason, or Error with why),
 //     True, probed now, their transition time kept while the reason
-//     stays; a pod that has ended has neither.
+//     stays; PodResizeInProgress's observedGeneration is the pod's
+//     generation when the resize was accepted
+//     (Input.ResizeAcceptedGeneration), as the kubelet keeps it while the
+//     resize lasts; a pod that has ended has neither.
 //
 // Generate differs from the kubelet where nodekit lacks what the
 // kubelet's behaviour rests on, or where the kubelet's own data is not at

@@ -55,6 +55,11 @@ type Input struct {
 	// carried out yet: the PodResizeInProgress condition, with reason
 	// Error (v1.PodReasonError) and a message once carrying it out failed.
 	ResizeInProgress *Reason
+	// ResizeAcceptedGeneration is the pod's generation when the resize
+	// in progress was accepted: the PodResizeInProgress condition's
+	// observedGeneration, which the kubelet keeps while the condition
+	// lasts. Zero: the pod's generation, as on every other condition.
+	ResizeAcceptedGeneration int64
 }
 
 // Stage is where a pod is in its termination, as its pod worker sees it.
@@ -191,6 +196,9 @@ func Generate(in Input) v1.PodStatus {
 	s.ObservedGeneration = pod.Generation
 	for i := range s.Conditions {
 		s.Conditions[i].ObservedGeneration = pod.Generation
+		if s.Conditions[i].Type == v1.PodResizeInProgress && in.ResizeAcceptedGeneration != 0 && pod.Generation != 0 {
+			s.Conditions[i].ObservedGeneration = in.ResizeAcceptedGeneration
+		}
 	}
 	s.Conditions = append(othersConditions(pod), s.Conditions...)
 	return s

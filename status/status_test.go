@@ -309,3 +309,25 @@ func TestGenerateKeepsOthersConditions(t *testing.T) {
 		}
 	}
 }
+
+// As the kubelet: PodResizeInProgress keeps the generation at which its
+// resize was accepted, while every other condition observes the pod's.
+func TestResizeInProgressKeepsItsGeneration(t *testing.T) {
+	p := pod(v1.RestartPolicyAlways, nil, "a")
+	p.Generation = 5
+	got := status.Generate(status.Input{Pod: p, Runtime: observed(c("a", running, 0, 0)), Now: now,
+		ResizeInProgress: &status.Reason{}, ResizePending: &status.Reason{Reason: v1.PodReasonDeferred}, ResizeAcceptedGeneration: 3})
+	seen := false
+	for _, c := range got.Conditions {
+		want := int64(5)
+		if c.Type == v1.PodResizeInProgress {
+			want, seen = 3, true
+		}
+		if c.ObservedGeneration != want {
+			t.Errorf("%s observedGeneration %d, want %d", c.Type, c.ObservedGeneration, want)
+		}
+	}
+	if !seen {
+		t.Fatal("no PodResizeInProgress condition")
+	}
+}
