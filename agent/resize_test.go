@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -143,4 +144,44 @@ func TestResizeChangingQoSIsInfeasible(t *testing.T) {
 	back.Status = got
 	f.send(podsource.UPDATE, back)
 	step("web", "no longer pending", func(s v1.PodStatus) bool { return !resizing(s) && containerSized(s, "200m", "128Mi") })
+}
+
+// As the kubelet's status manager: PodResizeInProgress keeps the
+// generation at which its resize was accepted while the resize lasts,
+// here failing, though the pod's generation moves on.
+func TestResizeInProgressKeepsTheGenerationItWasAcceptedAt(t *testing.T) {
+	f, _, step := resizeAgent(t)
+	pod := apiPod("web", v1.RestartPolicyAlways, []string{"main"})
+	pod.Generation = 1
+	pod.Spec.Containers[0].Resources = sized("200m", "128Mi")
+	f.send(podsource.ADD, pod)
+	st := step("web", "running", func(s v1.PodStatus) bool { return containerSized(s, "200m", "128Mi") })
+
+	f.fake.InjectError("UpdateContainerResources", errors.New("the runtime refused"))
+	resized := pod.DeepCopy()
+	resized.Generation = 2
+	resized.Status = st
+	resized.Spec.Containers[0].Resources = sized("400m", "256Mi")
+	f.send(podsource.UPDATE, resized)
+	got := step("web", "resize failing", func(s v1.PodStatus) bool {
+		return condOf(s, v1.PodResizeInProgress).Reason == v1.PodReasonError && s.ObservedGeneration == 2
+	})
+	if g := condOf(got, v1.PodResizeInProgress).ObservedGeneration; g != 2 {
+		t.Fatalf("PodResizeInProgress observedGeneration %d, want 2", g)
+	}
+
+	f.fake.InjectError("UpdateContainerResources", errors.New("the runtime refused again"))
+	labelled := resized.DeepCopy()
+	labelled.Generation = 3 // another change of the spec's generation, the resize still under way
+	labelled.Status = got
+	f.send(podsource.UPDATE, labelled)
+	got = step("web", "generation 3 observed, the resize still failing", func(s v1.PodStatus) bool {
+		return s.ObservedGeneration == 3 && condOf(s, v1.PodResizeInProgress).Reason == v1.PodReasonError
+	})
+	if g := condOf(got, v1.PodResizeInProgress).ObservedGeneration; g != 2 {
+		t.Errorf("PodResizeInProgress observedGeneration %d at generation 3, want 2, the resize's", g)
+	}
+	if g := condOf(got, v1.PodReady).ObservedGeneration; g != 3 {
+		t.Errorf("Ready observedGeneration %d, want 3", g)
+	}
 }

@@ -33,11 +33,14 @@ func (a *Agent) remember(pods []*v1.Pod) {
 // Pods are admitted first (addPods).
 func (a *Agent) HandlePodAdditions(_ context.Context, pods []*v1.Pod) { a.addPods(pods) }
 
-// HandlePodUpdates implements syncloop.Handler.
+// HandlePodUpdates implements syncloop.Handler. An update's status is
+// reconciled as a RECONCILE's is (HandlePodReconcile): a watch may bring
+// a spec change and another writer's status change in one.
 func (a *Agent) HandlePodUpdates(_ context.Context, pods []*v1.Pod) {
 	a.remember(pods)
 	a.handleResizes(pods)
 	for _, p := range pods {
+		a.status.Reconcile(p)
 		a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodUpdate, Pod: p})
 	}
 }

@@ -166,6 +166,14 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 		}
 		return false, "no Ready condition"
 	})
+	// Restored once: the node's own writes, coming back through its
+	// watch, make no more.
+	patched := sink.Patched()
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if sink.Patched() > patched+1 {
+			t.Fatalf("%d patches within 3 s of restoring Ready, want at most 1: the node fights its own writes", sink.Patched()-patched)
+		}
+	}
 	running := func() int {
 		cs, err := fake.ListContainers(ctx, &runtimeapi.ContainerFilter{
 			State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},

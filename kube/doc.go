@@ -93,10 +93,12 @@
 // in an agent, holds a terminal phase back until the pod's containers
 // have stopped (status.Config.CouldHaveRunningContainers), so no
 // controller replaces a pod that still runs. As a status.Reconciler it
-// tells the agent when the API's status of a pod, as the pod source's
-// watch delivers it, differs from what it would write (another writer
-// changed it), and the status is written again. Patched and Skipped
-// count the writes made and spared.
+// tells the status.Manager when the API's status of a pod, as the pod
+// source's watch delivers it, differs from what it would write (another
+// writer changed it), compared as the kubelet compares them, and the
+// status is written again, once per status.ReconcileInterval at most.
+// Static pods are not reconciled (their API object is the mirror pod).
+// Patched and Skipped count the writes made and spared.
 //
 // The StatusSink's own rate limit (StatusSinkConfig.QPS and Burst, a
 // token bucket on the injected clock) bounds how fast statuses go out

@@ -71,10 +71,12 @@ var ErrNoMirrorPod = errors.New("kube: the static pod has no mirror pod yet")
 // PodReadyToStartContainers, Initialized, ContainersReady, Ready,
 // AllContainersRestarting, and the resize conditions) are replaced, and
 // every other condition (a readiness gate's, DisruptionTarget) stays the
-// API's, except that as the pod turns Failed or Succeeded the node's
-// DisruptionTarget (of a pod it evicted, preempted or shut down) is
-// written, in place of one another component set, as the kubelet's
-// status manager sends it then; nominatedNodeName and
+// API's, except that as the pod turns Failed or Succeeded the status's
+// DisruptionTarget (the node's, of a pod it evicted, preempted or shut
+// down; else the one the status kept from the pod's own) is written, in
+// place of one another component set, as the kubelet's status manager
+// sends it then; other components' conditions come first, then the
+// kubelet's, in the kubelet's order; nominatedNodeName and
 // resourceClaimStatuses stay the API's, and so does qosClass when the
 // status has none; podIPs and hostIPs are filled from podIP and hostIP
 // when the status has only those, as the API server does. When the merge
@@ -217,15 +219,50 @@ func (s *StatusSink) UpdatePodStatus(ctx context.Context, pod *v1.Pod, st v1.Pod
 
 // NeedsReconcile implements status.Reconciler: whether the API server's
 // status of pod (pod.Status, as a watch delivered it) differs from what
-// UpdatePodStatus would write of st, so that the status.Manager writes
-// it again; the kubelet's status manager so restores a status another
-// writer changed. Static pods are never reconciled here: their API
-// object is the mirror pod, which the agent does not see.
+// UpdatePodStatus would write of st, as the kubelet's status manager
+// compares them (isPodStatusByKubeletEqual): the kubelet's conditions
+// and DisruptionTarget by status, reason and message only, other
+// components' conditions and the claims' statuses not at all, the rest
+// whole. The status.Manager then writes it again; the kubelet's status
+// manager so restores a status another writer changed. Static pods are
+// never reconciled here: their API object is the mirror pod, which the
+// agent does not see.
 func (s *StatusSink) NeedsReconcile(pod *v1.Pod, st v1.PodStatus) bool {
 	if pod.Annotations[podsource.AnnotationConfigSource] != podsource.SourceAPI {
 		return false
 	}
-	return !equality.Semantic.DeepEqual(pod.Status, mergePodStatus(pod.Status, st, s.cfg.Clock.Now()))
+	return !sameByKubelet(pod.Status, mergePodStatus(pod.Status, st, s.cfg.Clock.Now()))
+}
+
+// sameByKubelet is the kubelet's isPodStatusByKubeletEqual.
+func sameByKubelet(a, b v1.PodStatus) bool {
+	ca, cb := kubeletsConditions(a.Conditions), kubeletsConditions(b.Conditions)
+	if len(ca) != len(cb) {
+		return false
+	}
+	for t, c := range cb {
+		o, ok := ca[t]
+		if !ok || o.Status != c.Status || o.Reason != c.Reason || o.Message != c.Message {
+			return false
+		}
+	}
+	a.Conditions, b.Conditions = nil, nil
+	a.ResourceClaimStatuses, b.ResourceClaimStatuses = nil, nil
+	a.ExtendedResourceClaimStatus, b.ExtendedResourceClaimStatus = nil, nil
+	a.NodeAllocatableResourceClaimStatuses, b.NodeAllocatableResourceClaimStatuses = nil, nil
+	return equality.Semantic.DeepEqual(a, b)
+}
+
+// kubeletsConditions are the conditions of cs the kubelet writes: its
+// own and DisruptionTarget, by type.
+func kubeletsConditions(cs []v1.PodCondition) map[v1.PodConditionType]*v1.PodCondition {
+	out := make(map[v1.PodConditionType]*v1.PodCondition, len(cs))
+	for i := range cs {
+		if status.OwnedByKubelet(cs[i].Type) || cs[i].Type == v1.DisruptionTarget {
+			out[cs[i].Type] = &cs[i]
+		}
+	}
+	return out
 }
 
 // mergePodStatus merges the node's status st into the API's status old;
@@ -236,21 +273,21 @@ func mergePodStatus(old, st v1.PodStatus, now time.Time) v1.PodStatus {
 	if (old.Phase == v1.PodFailed || old.Phase == v1.PodSucceeded) && merged.Phase != old.Phase {
 		merged.Phase = old.Phase
 	}
+	// A condition the node does not own keeps the API's value, first, as
+	// the kubelet's status manager orders them, and the node's other
+	// conditions are not written, except its DisruptionTarget (an
+	// eviction, a preemption, a shutdown): that goes as the pod turns
+	// terminal, in place of one another component set, as the kubelet's
+	// status manager sends it then, with the time of its sending as its
+	// transition time unless the API's has the same status.
 	var conds []v1.PodCondition
-	for _, c := range merged.Conditions {
-		if status.OwnedByKubelet(c.Type) {
+	for _, c := range old.Conditions {
+		if !status.OwnedByKubelet(c.Type) {
 			conds = append(conds, c)
 		}
 	}
-	// A condition the node does not own keeps the API's value, and the
-	// node's other conditions are not written, except its
-	// DisruptionTarget (an eviction, a preemption, a shutdown): that goes
-	// as the pod turns terminal, in place of one another component set,
-	// as the kubelet's status manager sends it then, with the time of
-	// its sending as its transition time unless the API's has the same
-	// status.
-	for _, c := range old.Conditions {
-		if !status.OwnedByKubelet(c.Type) {
+	for _, c := range merged.Conditions {
+		if status.OwnedByKubelet(c.Type) {
 			conds = append(conds, c)
 		}
 	}
@@ -284,6 +321,12 @@ func mergePodStatus(old, st v1.PodStatus, now time.Time) v1.PodStatus {
 		}
 		for _, t := range []v1.PodConditionType{v1.ContainersReady, v1.PodReady} {
 			setCondition(&merged, v1.PodCondition{Type: t, Status: v1.ConditionFalse, Reason: reason}, now)
+			// The API's transition time when it has the condition False
+			// already, so that writing the same status again changes
+			// nothing.
+			if j := conditionIndex(old.Conditions, t); j >= 0 && old.Conditions[j].Status == v1.ConditionFalse {
+				merged.Conditions[conditionIndex(merged.Conditions, t)].LastTransitionTime = old.Conditions[j].LastTransitionTime
+			}
 		}
 	}
 	// What the API server fills in when the status leaves it out: the

@@ -283,3 +283,64 @@ func conditionTrueIn(cs []v1.PodCondition, t v1.PodConditionType) bool {
 	}
 	return false
 }
+
+// TestStatusSinkWritesATerminalPodOnce checks that a pod the API shows
+// terminal, which the node still shows ready, is written once: the
+// readiness the sink turns False keeps the API's transition time, so a
+// later write (or a reconciliation) finds nothing to change.
+func TestStatusSinkWritesATerminalPodOnce(t *testing.T) {
+	ctx := context.Background()
+	pod := apiPod("default", "done", "u1", "n1", 0)
+	pod.Status = running("10.0.0.5")
+	pod.Status.Phase = v1.PodFailed
+	client := fake.NewClientset(pod)
+	clk := clocktesting.NewFakeClock(t0)
+	s, err := kube.NewStatusSink(kube.StatusSinkConfig{Client: client, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := running("10.0.0.5") // the node still has it Running and Ready
+	for i := range 3 {
+		if err := s.UpdatePodStatus(ctx, sourced(pod), st); err != nil {
+			t.Fatal(err)
+		}
+		clk.Step(5 * time.Second)
+		if i == 0 && s.Patched() != 1 {
+			t.Fatalf("first write: %d patches, want 1", s.Patched())
+		}
+	}
+	if s.Patched() != 1 {
+		t.Errorf("%d patches for the same status written three times, want 1", s.Patched())
+	}
+	api, err := client.CoreV1().Pods("default").Get(ctx, "done", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.NeedsReconcile(sourced(api), st) {
+		t.Error("NeedsReconcile true for what the sink wrote")
+	}
+}
+
+// TestStatusSinkKeepsOthersConditionsFirst checks the kubelet's order:
+// the conditions of other components first, then the kubelet's; an API
+// status in that order is not rewritten.
+func TestStatusSinkKeepsOthersConditionsFirst(t *testing.T) {
+	ctx := context.Background()
+	gate := v1.PodCondition{Type: "example.com/gate", Status: v1.ConditionTrue}
+	pod := apiPod("default", "gated", "u1", "n1", 0)
+	pod.Status = running("10.0.0.5")
+	pod.Status.PodIPs = []v1.PodIP{{IP: "10.0.0.5"}}
+	pod.Status.Conditions = append([]v1.PodCondition{gate}, pod.Status.Conditions...)
+	client := fake.NewClientset(pod)
+	s := newSink(t, client)
+	st := running("10.0.0.5")
+	if s.NeedsReconcile(sourced(pod), st) {
+		t.Error("NeedsReconcile true for an API status in the kubelet's order")
+	}
+	if err := s.UpdatePodStatus(ctx, sourced(pod), st); err != nil {
+		t.Fatal(err)
+	}
+	if s.Patched() != 0 {
+		t.Errorf("%d patches of an API status in the kubelet's order, want 0", s.Patched())
+	}
+}

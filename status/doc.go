@@ -208,7 +208,9 @@
 // statuses are put in name order, init containers' in the spec's. A
 // status whose normalized form equals the last one (semantically, as
 // equality.Semantic decides, so a time in another zone or a quantity in
-// another format is no change) keeps its version and is not pushed. The
+// another format is no change), other components' conditions aside (as
+// the kubelet's status manager, which keeps the last status then), keeps
+// its version and is not pushed. The
 // test compares the two statuses' protobuf encodings first, a fifteenth
 // of the cost of the reflective comparison that it leaves for statuses
 // whose encodings differ (BenchmarkSetPodStatusUnchanged).
@@ -246,9 +248,12 @@
 // server's, from a watch): a sink that is a Reconciler (kube.StatusSink)
 // says whether that differs from what it would write, and the status is
 // then sent again, as the kubelet's status manager restores a status
-// another writer changed. The agent calls it for every status change its
-// sources report (RECONCILE), so it costs no timer; the kubelet also
-// compares every 10 s.
+// another writer changed: at once, or, within ReconcileInterval (10 s)
+// of the pod's last such write, at its first status update past the
+// interval, so another writer that keeps changing it meets one write per
+// interval. The agent calls it for every change its sources report
+// (UPDATE and RECONCILE), so it costs no timer; the kubelet compares
+// every 10 s instead. A status the sink got held back is not reconciled.
 //
 // # Metrics
 //

@@ -93,7 +93,10 @@ const (
 // message kept while it lasts; the PodReadyToStartContainers,
 // Initialized, Ready, ContainersReady and PodScheduled conditions, and
 // AllContainersRestarting for a pod with a RestartAllContainers rule, with
-// their reasons and messages; IPs, start time and QoS class; the
+// their reasons and messages, after the conditions of the pod's own
+// status that the kubelet does not own (kept as they are); the in-place
+// resize conditions in gives (PodResizeInProgress observing
+// in.ResizeAcceptedGeneration); IPs, start time and QoS class; the
 // resources of the pod and of its containers. in.Stage
 // gives the phase and container states of a pod being terminated. A
 // terminal phase in Previous (or in the pod's own status) never changes.

@@ -827,7 +827,8 @@ func TestManagerReconcilesAStatusChangedElsewhere(t *testing.T) {
 	ctx := context.Background()
 	sink := &reconcilingSink{}
 	mayRun := false
-	m := status.New(status.Config{Sink: sink, CouldHaveRunningContainers: func(types.UID) bool { return mayRun }})
+	clk := clocktesting.NewFakeClock(now)
+	m := status.New(status.Config{Sink: sink, Clock: clk, CouldHaveRunningContainers: func(types.UID) bool { return mayRun }})
 	p := pod(v1.RestartPolicyAlways, nil, "a")
 	m.SetPodStatus(p, runningAs("fake://a-0"))
 	if err := m.Flush(ctx, p.UID); err != nil {
@@ -854,13 +855,40 @@ func TestManagerReconcilesAStatusChangedElsewhere(t *testing.T) {
 	if n := flushed(); n != 1 {
 		t.Errorf("a store whose status another writer changed: %d sink calls, want 1", n)
 	}
+	// Again within ReconcileInterval: written only at the pod's first
+	// SetPodStatus once the interval has passed.
+	m.Reconcile(changed)
+	if n := flushed(); n != 0 {
+		t.Errorf("a second difference within the interval: %d sink calls, want 0", n)
+	}
+	clk.Step(status.ReconcileInterval - time.Second)
+	m.SetPodStatus(p, runningAs("fake://a-0"))
+	if n := flushed(); n != 0 {
+		t.Errorf("a SetPodStatus within the interval: %d sink calls, want 0", n)
+	}
+	clk.Step(time.Second)
+	m.SetPodStatus(p, runningAs("fake://a-0"))
+	if n := flushed(); n != 1 {
+		t.Errorf("the first SetPodStatus past the interval: %d sink calls, want 1", n)
+	}
+	// A status not yet sent is left to its push: the sink is not asked.
+	m.SetPodStatus(p, runningAs("fake://a-1"))
+	asked := sink.asked
+	clk.Step(status.ReconcileInterval)
+	m.Reconcile(changed)
+	if sink.asked != asked {
+		t.Error("the sink was asked about a status not yet sent")
+	}
+	if n := flushed(); n != 1 {
+		t.Errorf("the unsent status: %d sink calls, want 1", n)
+	}
 
 	mayRun = true
 	m.SetPodStatus(p, v1.PodStatus{Phase: v1.PodFailed})
 	if err := m.Flush(ctx, p.UID); err != nil {
 		t.Fatal(err)
 	}
-	asked := sink.asked
+	asked = sink.asked
 	m.Reconcile(changed)
 	if sink.asked != asked {
 		t.Error("a status held back was reconciled")
@@ -869,4 +897,27 @@ func TestManagerReconcilesAStatusChangedElsewhere(t *testing.T) {
 	plain := status.New(status.Config{Sink: &status.MemorySink{}})
 	plain.SetPodStatus(p, runningAs("fake://a-0"))
 	plain.Reconcile(changed) // nothing to ask; must not panic
+}
+
+// TestManagerIgnoresOthersConditionsAlone checks that a status differing
+// from the last only in other components' conditions (a readiness
+// gate's) makes no new version, as in the kubelet's status manager,
+// while one whose DisruptionTarget changed does.
+func TestManagerIgnoresOthersConditionsAlone(t *testing.T) {
+	m := status.New(status.Config{})
+	p := pod(v1.RestartPolicyAlways, nil, "a")
+	st := runningAs("fake://a-0")
+	m.SetPodStatus(p, st)
+	gated := *st.DeepCopy()
+	gated.Conditions = append(gated.Conditions, v1.PodCondition{Type: "example.com/gate", Status: v1.ConditionTrue})
+	m.SetPodStatus(p, gated)
+	if v := m.Version(p.UID); v != 1 {
+		t.Errorf("a gate's condition alone: version %d, want 1", v)
+	}
+	disrupted := *gated.DeepCopy()
+	disrupted.Conditions = append(disrupted.Conditions, v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue})
+	m.SetPodStatus(p, disrupted)
+	if v := m.Version(p.UID); v != 2 {
+		t.Errorf("a DisruptionTarget: version %d, want 2", v)
+	}
 }

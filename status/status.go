@@ -34,7 +34,7 @@ type Sink interface {
 
 // Reconciler is a Sink that can tell whether a pod's status as its store
 // has it (an API server's, from a watch) needs the status the Manager
-// holds written again: another writer changed it, or a write was lost.
+// holds written again: another writer changed it.
 // Manager.Reconcile asks it; kube.StatusSink is one.
 type Reconciler interface {
 	Sink
@@ -118,6 +118,11 @@ type entry struct {
 	sentPhase               v1.PodPhase
 	sentReason, sentMessage string
 	accepted, held          bool
+	// reconciled is when Reconcile last had the status sent again;
+	// reconcile, that it found the sink's store differing since, within
+	// ReconcileInterval of that.
+	reconciled time.Time
+	reconcile  bool
 	// verdicts holds the IDs of this pod's containers that have a
 	// readiness or startup verdict, so that pruning them costs the
 	// pod's containers, not every verdict of the node.
@@ -168,8 +173,10 @@ func New(cfg Config) *Manager {
 // statuses in name order); its observed generation never goes below the
 // last one's; a status that shows a container that ended, and that
 // nothing restarts, as no longer terminated is dropped, logged as an
-// error (checkContainerStateTransition). A status unchanged by then
-// keeps its version and is not sent again; a changed one is kept as a
+// error (checkContainerStateTransition). A status unchanged by then,
+// other components' conditions aside (those neither OwnedByKubelet nor
+// DisruptionTarget), keeps its version and is not sent again, and the
+// Manager keeps the last one whole; a changed one is kept as a
 // copy, so the caller may reuse what it passed, and drops the probe
 // verdicts of the pod's containers that it no longer shows, or shows
 // terminated: they can never count again.
@@ -201,8 +208,11 @@ func (m *Manager) setLocked(pod *v1.Pod, status v1.PodStatus) {
 		// generation back.
 		status.ObservedGeneration = old.ObservedGeneration
 	}
-	if e != nil && sameStatus(&e.status, &status) {
+	if e != nil && sameStatus(ownedPart(&e.status), ownedPart(&status)) {
+		// Other components' conditions alone make no new status, as in
+		// the kubelet's status manager: the sink keeps the API's anyway.
 		e.pod = pod
+		m.reconcileLocked(e)
 		return
 	}
 	if err := checkContainerStateTransition(old, &status, &pod.Spec); err != nil {
@@ -224,6 +234,7 @@ func (m *Manager) setLocked(pod *v1.Pod, status v1.PodStatus) {
 	}
 	e.status = status
 	e.version++
+	e.reconcile = false // the whole status goes
 	m.pruneLocked(e)
 	m.poke()
 	m.signalLocked()
@@ -329,6 +340,19 @@ func containerNamed(list []v1.Container, name string) *v1.Container {
 		}
 	}
 	return nil
+}
+
+// ownedPart is s without other components' conditions (those neither
+// OwnedByKubelet nor DisruptionTarget): s itself when it has none, else
+// a shallow copy.
+func ownedPart(s *v1.PodStatus) *v1.PodStatus {
+	others := func(c v1.PodCondition) bool { return !OwnedByKubelet(c.Type) && c.Type != v1.DisruptionTarget }
+	if !slices.ContainsFunc(s.Conditions, others) {
+		return s
+	}
+	c := *s
+	c.Conditions = slices.DeleteFunc(slices.Clone(s.Conditions), others)
+	return &c
 }
 
 // sameStatus reports whether two normalized statuses are semantically
@@ -743,14 +767,23 @@ func (m *Manager) Resend(uid types.UID) {
 	}
 }
 
+// ReconcileInterval is how often at most Reconcile has a pod's status
+// sent again, the kubelet status manager's period for comparing its
+// statuses with the API server's: another writer that keeps changing a
+// pod's status meets one write of the node's per interval, not a write
+// war at the speed of a watch.
+const ReconcileInterval = 10 * time.Second
+
 // Reconcile is told of the pod as the sink's store now has it (pod.Status
 // is the API server's, say, from a watch). When the sink is a Reconciler
 // and finds that store's status differs from what it would write of the
 // Manager's, the status is sent again, as the kubelet's status manager
-// reconciles a status another writer changed. A status still to be sent,
-// or one the sink got held back, is left to its push; without a
-// Reconciler nothing is done. NeedsReconcile is called without the
-// Manager's lock.
+// reconciles a status another writer changed: at once, or, within
+// ReconcileInterval of the pod's last such write, at its first
+// SetPodStatus after the interval (its periodic resync at the latest).
+// A status still to be sent, or one the sink got held back, is left to
+// its push; without a Reconciler nothing is done. NeedsReconcile is
+// called without the Manager's lock.
 func (m *Manager) Reconcile(pod *v1.Pod) {
 	r, ok := m.cfg.Sink.(Reconciler)
 	if !ok {
@@ -769,10 +802,23 @@ func (m *Manager) Reconcile(pod *v1.Pod) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.pods[pod.UID] == e && e.sent == version {
-		e.sent = 0
-		m.poke()
+	if m.pods[pod.UID] != e || e.sent != version {
+		return
 	}
+	e.reconcile = true
+	m.reconcileLocked(e)
+}
+
+// reconcileLocked sends e's status again if Reconcile asked for it and
+// the pod's last reconciling write is ReconcileInterval ago.
+func (m *Manager) reconcileLocked(e *entry) {
+	now := m.cfg.Clock.Now()
+	if !e.reconcile || (!e.reconciled.IsZero() && now.Sub(e.reconciled) < ReconcileInterval) {
+		return
+	}
+	e.reconcile, e.reconciled = false, now
+	e.sent = 0
+	m.poke()
 }
 
 // push sends the current status of uid to the sink unless it has that
