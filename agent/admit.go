@@ -66,9 +66,9 @@ func (a *Agent) addPods(pods []*v1.Pod) {
 		switch {
 		case a.workers.IsPodTerminationRequested(p.UID):
 			others = append(others, p) // it holds resources until it is gone
-		case !terminal(p.Status.Phase) && a.ShuttingDown():
+		case !podutil.IsTerminal(p.Status.Phase) && a.ShuttingDown():
 			a.reject(p, ShutdownRejectReason, ShutdownRejectMessage)
-		case !terminal(p.Status.Phase):
+		case !podutil.IsTerminal(p.Status.Phase):
 			// Admitted with what an earlier run allocated to it, if any:
 			// a resize its spec asks for is decided on after.
 			admitted := a.restoredPod(p)
@@ -121,7 +121,7 @@ func (a *Agent) activePods() []*v1.Pod {
 		// Finished as its status says, or as its source does (a restarted
 		// agent's Succeeded Job pods), as the kubelet's isAdmittedPodTerminal.
 		s, ok := a.status.GetPodStatus(uid)
-		if (ok && terminal(s.Phase) || terminal(c.pod.Status.Phase)) && !a.workers.IsPodTerminationRequested(uid) {
+		if (ok && podutil.IsTerminal(s.Phase) || podutil.IsTerminal(c.pod.Status.Phase)) && !a.workers.IsPodTerminationRequested(uid) {
 			continue
 		}
 		out = append(out, c.pod)
@@ -207,8 +207,6 @@ type failure struct {
 	// condition the pod's status gets (reason TerminationByKubelet).
 	disruption string
 }
-
-func terminal(p v1.PodPhase) bool { return p == v1.PodFailed || p == v1.PodSucceeded }
 
 // rejectionLabel bounds the reason label of
 // kubelet_admission_rejections_total as the kubelet does: its known

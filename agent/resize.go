@@ -187,7 +187,7 @@ func (a *Agent) handleResizes(pods []*v1.Pod) []*v1.Pod {
 		a.mu.Lock()
 		st := a.resizes[p.UID]
 		a.mu.Unlock()
-		if st == nil || terminal(p.Status.Phase) || a.workers.IsPodTerminationRequested(p.UID) {
+		if st == nil || podutil.IsTerminal(p.Status.Phase) || a.workers.IsPodTerminationRequested(p.UID) {
 			continue
 		}
 		if st.alloc.matches(p) {

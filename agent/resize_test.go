@@ -21,6 +21,16 @@ func resizeAgent(t *testing.T) (f *fidelity, events *eventLog, step func(name, w
 	return f, events, step
 }
 
+// runningSized starts pod "web" at generation 1 with 200m and 128Mi, and
+// returns it with its status once it runs so.
+func runningSized(f *fidelity, step func(name, what string, cond func(v1.PodStatus) bool) v1.PodStatus) (*v1.Pod, v1.PodStatus) {
+	pod := apiPod("web", v1.RestartPolicyAlways, []string{"main"})
+	pod.Generation = 1
+	pod.Spec.Containers[0].Resources = sized("200m", "128Mi")
+	f.send(podsource.ADD, pod)
+	return pod, step("web", "running", func(s v1.PodStatus) bool { return containerSized(s, "200m", "128Mi") })
+}
+
 func sized(cpu, mem string) v1.ResourceRequirements {
 	l := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(mem)}
 	return v1.ResourceRequirements{Requests: l, Limits: l.DeepCopy()}
@@ -47,11 +57,7 @@ func containerSized(s v1.PodStatus, cpu, mem string) bool {
 // is left, and the events say it started and completed.
 func TestResizeInPlaceThroughTheAgent(t *testing.T) {
 	f, events, step := resizeAgent(t)
-	pod := apiPod("web", v1.RestartPolicyAlways, []string{"main"})
-	pod.Generation = 1
-	pod.Spec.Containers[0].Resources = sized("200m", "128Mi")
-	f.send(podsource.ADD, pod)
-	st := step("web", "running", func(s v1.PodStatus) bool { return containerSized(s, "200m", "128Mi") })
+	pod, st := runningSized(f, step)
 	id := st.ContainerStatuses[0].ContainerID
 	if events.has("ResizeCompleted") {
 		t.Errorf("a ResizeCompleted event at creation: %v", events.list)
@@ -151,11 +157,7 @@ func TestResizeChangingQoSIsInfeasible(t *testing.T) {
 // here failing, though the pod's generation moves on.
 func TestResizeInProgressKeepsTheGenerationItWasAcceptedAt(t *testing.T) {
 	f, _, step := resizeAgent(t)
-	pod := apiPod("web", v1.RestartPolicyAlways, []string{"main"})
-	pod.Generation = 1
-	pod.Spec.Containers[0].Resources = sized("200m", "128Mi")
-	f.send(podsource.ADD, pod)
-	st := step("web", "running", func(s v1.PodStatus) bool { return containerSized(s, "200m", "128Mi") })
+	pod, st := runningSized(f, step)
 
 	f.fake.InjectError("UpdateContainerResources", errors.New("the runtime refused"))
 	resized := pod.DeepCopy()

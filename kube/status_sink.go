@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/status"
 )
@@ -291,7 +292,7 @@ func mergePodStatus(old, st v1.PodStatus, now time.Time) v1.PodStatus {
 			conds = append(conds, c)
 		}
 	}
-	if i := conditionIndex(merged.Conditions, v1.DisruptionTarget); i >= 0 && !terminalPhase(old.Phase) && terminalPhase(merged.Phase) {
+	if i := conditionIndex(merged.Conditions, v1.DisruptionTarget); i >= 0 && !podutil.IsTerminal(old.Phase) && podutil.IsTerminal(merged.Phase) {
 		c := merged.Conditions[i]
 		c.LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
 		if j := conditionIndex(conds, c.Type); j >= 0 {
@@ -314,10 +315,10 @@ func mergePodStatus(old, st v1.PodStatus, now time.Time) v1.PodStatus {
 	// A terminal pod is never written ready (the kubelet's
 	// mergePodStatus; issues.k8s.io/108594): the node's readiness may lag
 	// its phase, or the phase be the API's terminal one kept above.
-	if terminalPhase(merged.Phase) && (conditionTrue(merged.Conditions, v1.PodReady) || conditionTrue(merged.Conditions, v1.ContainersReady)) {
-		reason := reasonPodFailed
+	if podutil.IsTerminal(merged.Phase) && (conditionTrue(merged.Conditions, v1.PodReady) || conditionTrue(merged.Conditions, v1.ContainersReady)) {
+		reason := status.ReasonPodFailed
 		if merged.Phase == v1.PodSucceeded {
-			reason = reasonPodCompleted
+			reason = status.ReasonPodCompleted
 		}
 		for _, t := range []v1.PodConditionType{v1.ContainersReady, v1.PodReady} {
 			setCondition(&merged, v1.PodCondition{Type: t, Status: v1.ConditionFalse, Reason: reason}, now)
@@ -348,14 +349,6 @@ func mergePodStatus(old, st v1.PodStatus, now time.Time) v1.PodStatus {
 	}
 	return merged
 }
-
-func terminalPhase(p v1.PodPhase) bool { return p == v1.PodFailed || p == v1.PodSucceeded }
-
-// The readiness conditions' reasons in a terminal phase, the kubelet's.
-const (
-	reasonPodFailed    = "PodFailed"
-	reasonPodCompleted = "PodCompleted"
-)
 
 func conditionTrue(cs []v1.PodCondition, t v1.PodConditionType) bool {
 	i := conditionIndex(cs, t)

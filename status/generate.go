@@ -140,9 +140,9 @@ func Generate(in Input) v1.PodStatus {
 	s.Phase = phase(pod, s.InitContainerStatuses, s.ContainerStatuses, activeRegularStarted(pod, rs), podIsTerminal)
 	// A terminal phase, the API's or this agent's, never changes.
 	switch {
-	case terminalPhase(pod.Status.Phase):
+	case podutil.IsTerminal(pod.Status.Phase):
 		s.Phase = pod.Status.Phase
-	case terminalPhase(prev.Phase):
+	case podutil.IsTerminal(prev.Phase):
 		s.Phase = prev.Phase
 	}
 	// The pod's reason and message belong to its phase: kept while it
@@ -185,7 +185,7 @@ func Generate(in Input) v1.PodStatus {
 	}
 
 	s.Conditions = conditions(pod, rs, &s, prev, mayRestartAll, restartingAll, metav1.NewTime(in.Now))
-	if !terminalPhase(s.Phase) {
+	if !podutil.IsTerminal(s.Phase) {
 		s.Conditions = resizeConditions(s.Conditions, in, prev, metav1.NewTime(in.Now))
 	}
 	s.Resources, s.AllocatedResources = podResources(pod, in.PodCgroup, prev)
@@ -235,8 +235,6 @@ func OwnedByKubelet(t v1.PodConditionType) bool {
 	return false
 }
 
-func terminalPhase(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
-
 // finish turns a pod's status into its final one, as the kubelet's
 // TerminatePod does: what has not terminated is reported terminated
 // with an unknown end, and a pod other than a static one ends Failed
@@ -267,7 +265,7 @@ func finish(pod *v1.Pod, s *v1.PodStatus, prev *v1.PodStatus) {
 			s.InitContainerStatuses[i].State = unknown()
 		}
 	}
-	if !podutil.IsStatic(pod) && !terminalPhase(s.Phase) {
+	if !podutil.IsStatic(pod) && !podutil.IsTerminal(s.Phase) {
 		s.Phase = v1.PodFailed
 	}
 }
@@ -300,11 +298,17 @@ func everInitialized(pod *v1.Pod, prev *v1.PodStatus) bool {
 	return done(st.LastTerminationState.Terminated) || done(st.State.Terminated)
 }
 
+// The reasons the kubelet gives a pod's ContainersReady and Ready (and
+// Initialized, PodCompleted) once the pod has ended; kube.StatusSink
+// uses them too.
+const (
+	ReasonPodCompleted = "PodCompleted"
+	ReasonPodFailed    = "PodFailed"
+)
+
 // The reasons of the kubelet's pod conditions.
 const (
 	reasonUnknownStatuses    = "UnknownContainerStatuses"
-	reasonPodCompleted       = "PodCompleted"
-	reasonPodFailed          = "PodFailed"
 	reasonNotReady           = "ContainersNotReady"
 	reasonNotInitialized     = "ContainersNotInitialized"
 	reasonGatesNotReady      = "ReadinessGatesNotReady"
@@ -350,9 +354,9 @@ func allRestartingCondition(pod *v1.Pod, rs *runtime.PodStatus, s *v1.PodStatus,
 	c := v1.PodCondition{Type: v1.AllContainersRestarting, Status: v1.ConditionFalse}
 	switch {
 	case s.Phase == v1.PodSucceeded:
-		c.Reason = reasonPodCompleted
+		c.Reason = ReasonPodCompleted
 	case s.Phase == v1.PodFailed:
-		c.Reason = reasonPodFailed
+		c.Reason = ReasonPodFailed
 	case restartingAll && !noContainerLeft(pod, rs):
 		c.Status, c.Reason, c.Message = v1.ConditionTrue, reasonRestartAllStarted, "a container exited with a code that restarts all containers"
 	}
@@ -474,10 +478,10 @@ func containersReadyCondition(pod *v1.Pod, s *v1.PodStatus) v1.PodCondition {
 	}
 	switch {
 	case s.Phase == v1.PodSucceeded && len(unknown) == 0:
-		c.Reason = reasonPodCompleted
+		c.Reason = ReasonPodCompleted
 		return c
 	case s.Phase == v1.PodFailed:
-		c.Reason = reasonPodFailed
+		c.Reason = ReasonPodFailed
 		return c
 	}
 	if len(unknown)+len(unready) > 0 {
@@ -567,7 +571,7 @@ func initializedCondition(pod *v1.Pod, s, prev *v1.PodStatus) v1.PodCondition {
 		}
 	}
 	if s.Phase == v1.PodSucceeded && len(unknown) == 0 {
-		c.Status, c.Reason = v1.ConditionTrue, reasonPodCompleted
+		c.Status, c.Reason = v1.ConditionTrue, ReasonPodCompleted
 		return c
 	}
 	if regularStarted(s.ContainerStatuses) {

@@ -921,3 +921,43 @@ func TestManagerIgnoresOthersConditionsAlone(t *testing.T) {
 		t.Errorf("a DisruptionTarget: version %d, want 2", v)
 	}
 }
+
+// TestManagerFlushWaitsForTheSinkOnlyAsLongAsItsContext checks that a
+// Flush behind a sink call under way returns when its ctx ends, and
+// that the pod's status is then sent once the sink is free.
+func TestManagerFlushWaitsForTheSinkOnlyAsLongAsItsContext(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	sent := map[types.UID]int{}
+	m := status.New(status.Config{Sink: status.SinkFunc(func(_ context.Context, p *v1.Pod, _ v1.PodStatus) error {
+		if p.UID == "busy" {
+			entered <- struct{}{}
+			<-release
+		}
+		mu.Lock()
+		sent[p.UID]++
+		mu.Unlock()
+		return nil
+	})})
+	runManager(t, m)
+	busy := pod(v1.RestartPolicyAlways, nil, "a")
+	busy.UID = "busy"
+	m.SetPodStatus(busy, runningAs("fake://a-0"))
+	<-entered // Run's call for busy holds the sink
+	p := pod(v1.RestartPolicyAlways, nil, "a")
+	m.SetPodStatus(p, runningAs("fake://a-1"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := m.Flush(ctx, p.UID); !errors.Is(err, context.Canceled) {
+		t.Errorf("Flush behind a busy sink with its ctx ended: %v, want context.Canceled", err)
+	}
+	close(release)
+	if err := m.Flush(context.Background(), p.UID); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if sent[p.UID] != 1 {
+		t.Errorf("the pod's status was sent %d times, want 1", sent[p.UID])
+	}
+}

@@ -740,11 +740,6 @@ func (m *Manager) Flush(ctx context.Context, uid types.UID) error {
 	}
 	err := m.push(ctx, uid, true)
 	if err != nil {
-		m.mu.Lock()
-		if e := m.pods[uid]; e != nil {
-			e.sent = 0
-		}
-		m.mu.Unlock()
 		select {
 		case m.flushFailed <- struct{}{}:
 		default:
@@ -812,8 +807,11 @@ func (m *Manager) Reconcile(pod *v1.Pod) {
 // reconcileLocked sends e's status again if Reconcile asked for it and
 // the pod's last reconciling write is ReconcileInterval ago.
 func (m *Manager) reconcileLocked(e *entry) {
+	if !e.reconcile {
+		return // the common case, at every resync: no clock read
+	}
 	now := m.cfg.Clock.Now()
-	if !e.reconcile || (!e.reconciled.IsZero() && now.Sub(e.reconciled) < ReconcileInterval) {
+	if !e.reconciled.IsZero() && now.Sub(e.reconciled) < ReconcileInterval {
 		return
 	}
 	e.reconcile, e.reconciled = false, now
@@ -825,11 +823,17 @@ func (m *Manager) reconcileLocked(e *entry) {
 // version already; resend sends it again when the sink got it held back.
 // Sink calls are made one at a time, and each sends the status current
 // when it starts, so the sink never gets an older status after a newer.
-// A status the sink refuses is left unsent.
+// A status the sink refuses, or that ctx ended the wait for, is left
+// unsent.
 func (m *Manager) push(ctx context.Context, uid types.UID, resend bool) error {
 	select {
 	case m.pushTurn <- struct{}{}:
 	case <-ctx.Done():
+		m.mu.Lock()
+		if e := m.pods[uid]; e != nil {
+			e.sent = 0 // a Flush's: unsent, for Run to try
+		}
+		m.mu.Unlock()
 		return ctx.Err()
 	}
 	defer func() { <-m.pushTurn }()
@@ -878,7 +882,7 @@ func (m *Manager) push(ctx context.Context, uid types.UID, resend bool) error {
 // the sink, which last accepted sent: it turns the pod terminal while
 // its containers may still run.
 func (m *Manager) holdBack(uid types.UID, phase, sent v1.PodPhase) bool {
-	return m.cfg.CouldHaveRunningContainers != nil && terminalPhase(phase) && !terminalPhase(sent) &&
+	return m.cfg.CouldHaveRunningContainers != nil && podutil.IsTerminal(phase) && !podutil.IsTerminal(sent) &&
 		m.cfg.CouldHaveRunningContainers(uid)
 }
 

@@ -120,3 +120,7 @@ func UIDProblem(uid types.UID) string {
 	}
 	return ""
 }
+
+// IsTerminal reports whether phase is Succeeded or Failed, the phases a
+// pod never leaves.
+func IsTerminal(phase v1.PodPhase) bool { return phase == v1.PodSucceeded || phase == v1.PodFailed }
