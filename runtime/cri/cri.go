@@ -44,6 +44,10 @@ type Runtime struct {
 	sandboxKeys, containerKeys criclient.ListKeys
 	// uidKeys is what the garbage collector reads: the pod UID label.
 	uidKeys criclient.ListKeys
+	// listMu guards listBuf, the memory listPods's brief lists reuse from
+	// one relist to the next; a list that finds it taken allocates.
+	listMu  sync.Mutex
+	listBuf criclient.BriefBuffer
 
 	// cgroups manages pod cgroups when Config.CgroupRoot is set.
 	cgroups *cgroupfs.Manager
@@ -176,19 +180,29 @@ func (r *Runtime) listPods(ctx context.Context, sf *runtimeapi.PodSandboxFilter,
 	if err != nil {
 		return nil, err
 	}
-	sandboxes, err := criclient.ListPodSandboxBrief(ctx, r.rs, sf, r.sandboxKeys)
+	// The brief values are converted before listPods returns, so the
+	// next list may reuse their memory.
+	var buf *criclient.BriefBuffer
+	if r.listMu.TryLock() {
+		defer r.listMu.Unlock()
+		buf = &r.listBuf
+	}
+	sandboxes, err := criclient.ListPodSandboxBrief(ctx, r.rs, sf, r.sandboxKeys, buf)
 	if err != nil {
 		return nil, fmt.Errorf("cri: get pods: %w", err)
 	}
-	containers, err := criclient.ListContainersBrief(ctx, r.rs, cf, r.containerKeys)
+	containers, err := criclient.ListContainersBrief(ctx, r.rs, cf, r.containerKeys, buf)
 	if err != nil {
 		return nil, fmt.Errorf("cri: get pods: %w", err)
 	}
-	// The pods and their containers are allocated in two blocks, sized
-	// for the worst case (one pod per object), not one by one.
+	// The pods and their containers are allocated in two blocks, not one
+	// by one: the containers exactly, the pods for one per sandbox, which
+	// a container without a listed sandbox can outgrow (append then moves
+	// the later pods to a new block; the earlier stay where the map
+	// points).
 	n := len(sandboxes) + len(containers)
 	objects := make([]runtime.Container, n)
-	block := make([]runtime.Pod, 0, n)
+	block := make([]runtime.Pod, 0, len(sandboxes))
 	pods := make(map[types.UID]*runtime.Pod, len(sandboxes))
 	pod := func(l []string) *runtime.Pod {
 		uid := types.UID(l[0])

@@ -215,12 +215,14 @@
 // label and annotation undecoded (criclient.BriefLister); any other
 // RuntimeService is listed in full and projected, with the same result
 // (TestGetPodsOverGRPCMatchesInProcess). The pods and their containers
-// are allocated in two blocks, and the Client hands out again the
-// strings it decoded in earlier lists. BenchmarkGetPods, the agent's side
-// of the two list calls against canned fakecri answers over a unix
-// socket, at 100 static pods: 556 allocations and 119 kB a relist, where
-// the full decode took 12,765 and 575 kB (1000 pods: 2,440 and 1.0 MB,
-// from 124,400 and 5 MB):
+// are allocated in two blocks, the brief values are decoded into the
+// memory of the last relist's (a criclient.BriefBuffer), and the Client
+// hands out again the strings it decoded in earlier lists.
+// BenchmarkGetPods, the agent's side of the two list calls against canned
+// fakecri answers over a unix socket, at 100 static pods: 528 allocations
+// and 67 kB a relist, where the full decode took 12,765 and 575 kB (1000
+// pods: 2,370 and 0.5 MB, from 124,400 and 5 MB); before the buffer and
+// with the pods' block sized for one pod per object, 107 kB (0.9 MB):
 //
 //	go test -run '^$' -bench 'GetPods$' -benchmem ./runtime/cri/
 //

@@ -39,7 +39,7 @@ type deadContainer struct {
 func (r *Runtime) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, podGone func(types.UID) bool) error {
 	// In brief: a collection that finds nothing to remove, the usual
 	// case, decodes no label map.
-	containers, err := criclient.ListContainersBrief(ctx, r.rs, nil, r.uidKeys)
+	containers, err := criclient.ListContainersBrief(ctx, r.rs, nil, r.uidKeys, nil)
 	if err != nil {
 		return fmt.Errorf("cri: garbage collect: %w", err)
 	}
@@ -181,7 +181,7 @@ func (r *Runtime) removeContainer(ctx context.Context, id string) error {
 }
 
 func (r *Runtime) gcSandboxes(ctx context.Context, live map[string]int, podGone func(types.UID) bool) error {
-	sandboxes, err := criclient.ListPodSandboxBrief(ctx, r.rs, nil, r.uidKeys)
+	sandboxes, err := criclient.ListPodSandboxBrief(ctx, r.rs, nil, r.uidKeys, nil)
 	if err != nil {
 		return fmt.Errorf("cri: garbage collect: %w", err)
 	}

@@ -231,7 +231,7 @@ func (r *LogRotator) running(ctx context.Context) ([]string, error) {
 	}
 	var ids []string
 	if bl, ok := r.cfg.Runtime.(criclient.BriefLister); ok {
-		cs, err := bl.ListContainersBrief(ctx, filter, criclient.ListKeys{})
+		cs, err := bl.ListContainersBrief(ctx, filter, criclient.ListKeys{}, nil)
 		if err != nil {
 			return nil, fmt.Errorf("cri: log rotation: listing containers: %w", err)
 		}

@@ -378,7 +378,7 @@ func (b *briefLogRuntime) ListContainers(context.Context, *runtimeapi.ContainerF
 	return nil, errors.New("the full list was asked of a runtime that lists in brief")
 }
 
-func (b *briefLogRuntime) ListContainersBrief(ctx context.Context, f *runtimeapi.ContainerFilter, _ criclient.ListKeys) ([]criclient.BriefContainer, error) {
+func (b *briefLogRuntime) ListContainersBrief(ctx context.Context, f *runtimeapi.ContainerFilter, _ criclient.ListKeys, _ *criclient.BriefBuffer) ([]criclient.BriefContainer, error) {
 	b.briefCalls++
 	cs, err := b.logRuntime.ListContainers(ctx, f)
 	var out []criclient.BriefContainer
@@ -388,7 +388,7 @@ func (b *briefLogRuntime) ListContainersBrief(ctx context.Context, f *runtimeapi
 	return out, err
 }
 
-func (b *briefLogRuntime) ListPodSandboxBrief(context.Context, *runtimeapi.PodSandboxFilter, criclient.ListKeys) ([]criclient.BriefSandbox, error) {
+func (b *briefLogRuntime) ListPodSandboxBrief(context.Context, *runtimeapi.PodSandboxFilter, criclient.ListKeys, *criclient.BriefBuffer) ([]criclient.BriefSandbox, error) {
 	return nil, errors.New("not used")
 }
 

@@ -60,6 +60,18 @@ type BriefContainer struct {
 	Annotations []string
 }
 
+// BriefBuffer is memory that brief lists reuse from one call to the
+// next, so that a caller listing again and again (a relist every second)
+// does not allocate the items each time. A call given a buffer returns
+// values that share its memory: pass the same buffer again only once the
+// values of the last call are no longer used. It keeps the memory of the
+// largest list it served. The zero value is ready; a nil *BriefBuffer
+// makes every call allocate. Not safe for concurrent use.
+type BriefBuffer struct {
+	sandboxes  listBuf[BriefSandbox]
+	containers listBuf[BriefContainer]
+}
+
 // BriefLister is the optional capability of a RuntimeService to list
 // sandboxes and containers in brief, decoding only what a BriefSandbox or
 // BriefContainer keeps. *Client has it; ListPodSandboxBrief and
@@ -67,11 +79,12 @@ type BriefContainer struct {
 // without it.
 type BriefLister interface {
 	// ListPodSandboxBrief is ListPodSandbox in brief. It blocks for the
-	// call and is safe for concurrent use; the result belongs to the
-	// caller.
-	ListPodSandboxBrief(ctx context.Context, f *runtimeapi.PodSandboxFilter, keys ListKeys) ([]BriefSandbox, error)
+	// call and is safe for concurrent use (each with a buffer of its own,
+	// or nil); the result belongs to the caller, in buf's memory when
+	// buf is not nil.
+	ListPodSandboxBrief(ctx context.Context, f *runtimeapi.PodSandboxFilter, keys ListKeys, buf *BriefBuffer) ([]BriefSandbox, error)
 	// ListContainersBrief is ListContainers in brief.
-	ListContainersBrief(ctx context.Context, f *runtimeapi.ContainerFilter, keys ListKeys) ([]BriefContainer, error)
+	ListContainersBrief(ctx context.Context, f *runtimeapi.ContainerFilter, keys ListKeys, buf *BriefBuffer) ([]BriefContainer, error)
 }
 
 var _ BriefLister = (*Client)(nil)
@@ -79,10 +92,11 @@ var _ BriefLister = (*Client)(nil)
 // ListPodSandboxBrief lists the sandboxes of rs in brief: with rs's own
 // ListPodSandboxBrief when rs is a BriefLister, otherwise with
 // ListPodSandbox and BriefOfSandbox. Both give the same answer for the
-// same sandboxes. Errors are rs's, wrapped as Wrap does.
-func ListPodSandboxBrief(ctx context.Context, rs criapi.RuntimeService, f *runtimeapi.PodSandboxFilter, keys ListKeys) ([]BriefSandbox, error) {
+// same sandboxes. Errors are rs's, wrapped as Wrap does. buf, when not
+// nil, is reused as BriefBuffer says (by a BriefLister only).
+func ListPodSandboxBrief(ctx context.Context, rs criapi.RuntimeService, f *runtimeapi.PodSandboxFilter, keys ListKeys, buf *BriefBuffer) ([]BriefSandbox, error) {
 	if bl, ok := rs.(BriefLister); ok {
-		return bl.ListPodSandboxBrief(ctx, f, keys)
+		return bl.ListPodSandboxBrief(ctx, f, keys, buf)
 	}
 	list, err := rs.ListPodSandbox(ctx, f)
 	if err != nil {
@@ -97,9 +111,9 @@ func ListPodSandboxBrief(ctx context.Context, rs criapi.RuntimeService, f *runti
 
 // ListContainersBrief lists the containers of rs in brief (see
 // ListPodSandboxBrief).
-func ListContainersBrief(ctx context.Context, rs criapi.RuntimeService, f *runtimeapi.ContainerFilter, keys ListKeys) ([]BriefContainer, error) {
+func ListContainersBrief(ctx context.Context, rs criapi.RuntimeService, f *runtimeapi.ContainerFilter, keys ListKeys, buf *BriefBuffer) ([]BriefContainer, error) {
 	if bl, ok := rs.(BriefLister); ok {
-		return bl.ListContainersBrief(ctx, f, keys)
+		return bl.ListContainersBrief(ctx, f, keys, buf)
 	}
 	list, err := rs.ListContainers(ctx, f)
 	if err != nil {
@@ -211,16 +225,20 @@ func FromBriefContainer(typ string, c *BriefContainer, out *runtime.Container) e
 // its response decoded straight from the wire into BriefSandbox values
 // (see DecodeListPodSandboxBrief). Errors name the call; an undecodable
 // response matches runtime.ErrInvalidResponse.
-func (c *Client) ListPodSandboxBrief(ctx context.Context, f *runtimeapi.PodSandboxFilter, keys ListKeys) ([]BriefSandbox, error) {
+func (c *Client) ListPodSandboxBrief(ctx context.Context, f *runtimeapi.PodSandboxFilter, keys ListKeys, buf *BriefBuffer) ([]BriefSandbox, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
+	var lb *listBuf[BriefSandbox]
+	if buf != nil {
+		lb = &buf.sandboxes
+	}
 	d := &briefDecoder[BriefSandbox]{scratch: &c.scratch, decode: func(b []byte) ([]BriefSandbox, error) {
 		if !c.sandboxStrings.mu.TryLock() {
-			return decodeList(b, keys, nil, decodeSandbox)
+			return decodeList(b, keys, nil, lb, decodeSandbox)
 		}
 		defer c.sandboxStrings.mu.Unlock()
 		defer c.sandboxStrings.in.done()
-		return decodeList(b, keys, &c.sandboxStrings.in, decodeSandbox)
+		return decodeList(b, keys, &c.sandboxStrings.in, lb, decodeSandbox)
 	}}
 	if err := c.conn.Invoke(ctx, runtimeapi.RuntimeService_ListPodSandbox_FullMethodName, &runtimeapi.ListPodSandboxRequest{Filter: f}, d, grpc.ForceCodecV2(briefCodec{})); err != nil {
 		return nil, Wrap("ListPodSandbox", "", err)
@@ -232,16 +250,20 @@ func (c *Client) ListPodSandboxBrief(ctx context.Context, f *runtimeapi.PodSandb
 }
 
 // ListContainersBrief implements BriefLister (see ListPodSandboxBrief).
-func (c *Client) ListContainersBrief(ctx context.Context, f *runtimeapi.ContainerFilter, keys ListKeys) ([]BriefContainer, error) {
+func (c *Client) ListContainersBrief(ctx context.Context, f *runtimeapi.ContainerFilter, keys ListKeys, buf *BriefBuffer) ([]BriefContainer, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
+	var lb *listBuf[BriefContainer]
+	if buf != nil {
+		lb = &buf.containers
+	}
 	d := &briefDecoder[BriefContainer]{scratch: &c.scratch, decode: func(b []byte) ([]BriefContainer, error) {
 		if !c.containerStrings.mu.TryLock() {
-			return decodeList(b, keys, nil, decodeContainer)
+			return decodeList(b, keys, nil, lb, decodeContainer)
 		}
 		defer c.containerStrings.mu.Unlock()
 		defer c.containerStrings.in.done()
-		return decodeList(b, keys, &c.containerStrings.in, decodeContainer)
+		return decodeList(b, keys, &c.containerStrings.in, lb, decodeContainer)
 	}}
 	if err := c.conn.Invoke(ctx, runtimeapi.RuntimeService_ListContainers_FullMethodName, &runtimeapi.ListContainersRequest{Filter: f}, d, grpc.ForceCodecV2(briefCodec{})); err != nil {
 		return nil, Wrap("ListContainers", "", err)

@@ -26,13 +26,13 @@ import (
 // annotations keys names. The error names the item and field that could
 // not be decoded and matches runtime.ErrInvalidResponse.
 func DecodeListPodSandboxBrief(b []byte, keys ListKeys) ([]BriefSandbox, error) {
-	return decodeList(b, keys, nil, decodeSandbox)
+	return decodeList(b, keys, nil, nil, decodeSandbox)
 }
 
 // DecodeListContainersBrief decodes a ListContainersResponse from its wire
 // bytes into BriefContainer values (see DecodeListPodSandboxBrief).
 func DecodeListContainersBrief(b []byte, keys ListKeys) ([]BriefContainer, error) {
-	return decodeList(b, keys, nil, decodeContainer)
+	return decodeList(b, keys, nil, nil, decodeContainer)
 }
 
 // undecodable is the error for a part of a response that is not valid
@@ -51,10 +51,37 @@ func tag(b []byte) (protowire.Number, protowire.Type, int) {
 	return num, typ, n
 }
 
+// listBuf is the memory of one kind of brief list, for the next (see
+// BriefBuffer).
+type listBuf[T any] struct {
+	items []T
+	vals  []string
+}
+
+// take returns n zeroed items and m zeroed values, from buf's memory when
+// it is large enough (and buf is not nil), else newly allocated and kept
+// in buf for the next list.
+func (buf *listBuf[T]) take(n, m int) ([]T, []string) {
+	if buf == nil {
+		return make([]T, n), make([]string, m)
+	}
+	if cap(buf.items) < n {
+		buf.items = make([]T, n)
+	}
+	if cap(buf.vals) < m {
+		buf.vals = make([]string, m)
+	}
+	items, vals := buf.items[:n], buf.vals[:m]
+	clear(items)
+	clear(vals)
+	return items, vals
+}
+
 // decodeList decodes a message whose field 1 is the repeated item (both
 // list responses have this shape). It counts the items first, so the
-// items and the values of their kept keys take one allocation each.
-func decodeList[T any](b []byte, keys ListKeys, in *interner, item func(b []byte, it *T, in *interner, keys ListKeys, labels, annotations []string) error) ([]T, error) {
+// items and the values of their kept keys take one allocation each, or
+// none when buf holds enough from an earlier list.
+func decodeList[T any](b []byte, keys ListKeys, in *interner, buf *listBuf[T], item func(b []byte, it *T, in *interner, keys ListKeys, labels, annotations []string) error) ([]T, error) {
 	count := 0
 	for rest := b; len(rest) > 0; {
 		num, typ, n := tag(rest)
@@ -71,13 +98,9 @@ func decodeList[T any](b []byte, keys ListKeys, in *interner, item func(b []byte
 		}
 		rest = rest[m:]
 	}
-	items := make([]T, count)
 	nl, na := len(keys.Labels), len(keys.Annotations)
 	k := nl + na
-	var vals []string
-	if k > 0 {
-		vals = make([]string, count*k)
-	}
+	items, vals := buf.take(count, count*k)
 	i := 0
 	for rest := b; len(rest) > 0; {
 		num, typ, n := tag(rest) // checked by the first pass

@@ -104,6 +104,9 @@ func TestBriefListsMatchFullLists(t *testing.T) {
 	fake, c := serveFake(t, fakecri.Config{Images: []string{"busybox:1.36"}})
 	populate(t, fake, 40)
 	ctx := context.Background()
+	// One buffer for every list, as a relist uses it: each list reuses
+	// the memory of the last.
+	var buf criclient.BriefBuffer
 	sandboxFilters := []*runtimeapi.PodSandboxFilter{
 		nil,
 		{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}},
@@ -120,7 +123,7 @@ func TestBriefListsMatchFullLists(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			brief, err := c.ListPodSandboxBrief(ctx, f, keys)
+			brief, err := c.ListPodSandboxBrief(ctx, f, keys, &buf)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +139,7 @@ func TestBriefListsMatchFullLists(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			brief, err := c.ListContainersBrief(ctx, f, keys)
+			brief, err := c.ListContainersBrief(ctx, f, keys, &buf)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -150,22 +153,22 @@ func TestBriefListsMatchFullLists(t *testing.T) {
 	}
 	// The helpers take the brief path for a Client and the full path for
 	// anything else, with the same answer.
-	viaClient, err := criclient.ListContainersBrief(ctx, c, nil, ctrKeys)
+	viaClient, err := criclient.ListContainersBrief(ctx, c, nil, ctrKeys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	viaFake, err := criclient.ListContainersBrief(ctx, fake, nil, ctrKeys)
+	viaFake, err := criclient.ListContainersBrief(ctx, fake, nil, ctrKeys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(viaFake, viaClient); diff != "" {
 		t.Errorf("ListContainersBrief over gRPC and in process differ (-in process +gRPC):\n%s", diff)
 	}
-	sbClient, err := criclient.ListPodSandboxBrief(ctx, c, nil, podKeys)
+	sbClient, err := criclient.ListPodSandboxBrief(ctx, c, nil, podKeys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sbFake, err := criclient.ListPodSandboxBrief(ctx, fake, nil, podKeys)
+	sbFake, err := criclient.ListPodSandboxBrief(ctx, fake, nil, podKeys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +184,7 @@ func TestBriefListErrorsNameTheCall(t *testing.T) {
 	ctx := context.Background()
 	fake, c := serveFake(t, fakecri.Config{})
 	fake.InjectError("ListPodSandbox", errors.New("boom"))
-	if _, err := c.ListPodSandboxBrief(ctx, nil, podKeys); err == nil || !strings.Contains(err.Error(), "ListPodSandbox") {
+	if _, err := c.ListPodSandboxBrief(ctx, nil, podKeys, nil); err == nil || !strings.Contains(err.Error(), "ListPodSandbox") {
 		t.Errorf("failed ListPodSandboxBrief: %v, want an error naming ListPodSandbox", err)
 	}
 
@@ -190,11 +193,11 @@ func TestBriefListErrorsNameTheCall(t *testing.T) {
 		runtimeapi.RuntimeService_ListPodSandbox_FullMethodName: garbage,
 		runtimeapi.RuntimeService_ListContainers_FullMethodName: garbage,
 	})
-	_, err := c2.ListPodSandboxBrief(ctx, nil, podKeys)
+	_, err := c2.ListPodSandboxBrief(ctx, nil, podKeys, nil)
 	if !errors.Is(err, runtime.ErrInvalidResponse) || !strings.Contains(err.Error(), "ListPodSandbox") {
 		t.Errorf("garbage ListPodSandbox answer: %v, want ErrInvalidResponse naming ListPodSandbox", err)
 	}
-	_, err = c2.ListContainersBrief(ctx, nil, ctrKeys)
+	_, err = c2.ListContainersBrief(ctx, nil, ctrKeys, nil)
 	if !errors.Is(err, runtime.ErrInvalidResponse) || !strings.Contains(err.Error(), "ListContainers") || !strings.Contains(err.Error(), "item 0") {
 		t.Errorf("garbage ListContainers answer: %v, want ErrInvalidResponse naming ListContainers and the item", err)
 	}
@@ -434,5 +437,57 @@ func TestBriefDecodersFollowProtobufRules(t *testing.T) {
 		if !errors.Is(err, runtime.ErrInvalidResponse) || !strings.Contains(err.Error(), "item 0") || !strings.Contains(err.Error(), "UTF-8") {
 			t.Errorf("a kept value that is not UTF-8: %v, want ErrInvalidResponse naming the item and the problem", err)
 		}
+	}
+}
+
+// TestBriefBufferLeavesNothingStale: a list that reuses a buffer shows
+// nothing of the items the last list put there: a foreign sandbox and its
+// containers, listed alone where labelled ones were, have no pod labels
+// and no hash.
+func TestBriefBufferLeavesNothingStale(t *testing.T) {
+	fake, c := serveFake(t, fakecri.Config{Images: []string{"busybox:1.36"}})
+	populate(t, fake, 8)
+	ctx := context.Background()
+	var buf criclient.BriefBuffer
+	all, err := c.ListPodSandboxBrief(ctx, nil, podKeys, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := ""
+	for _, s := range all {
+		if s.Labels[0] == "" {
+			foreign = s.ID
+		}
+	}
+	if foreign == "" || all[0].Labels[0] == "" {
+		t.Fatalf("want a labelled first sandbox and a foreign one: %+v", all)
+	}
+	if _, err := c.ListContainersBrief(ctx, nil, ctrKeys, &buf); err != nil {
+		t.Fatal(err)
+	}
+	full, err := c.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{Id: foreign})
+	if err != nil {
+		t.Fatal(err)
+	}
+	brief, err := c.ListPodSandboxBrief(ctx, &runtimeapi.PodSandboxFilter{Id: foreign}, podKeys, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(briefSandboxes(full, podKeys), brief); diff != "" {
+		t.Errorf("the foreign sandbox listed into a used buffer (-full +brief):\n%s", diff)
+	}
+	fullC, err := c.ListContainers(ctx, &runtimeapi.ContainerFilter{PodSandboxId: foreign})
+	if err != nil {
+		t.Fatal(err)
+	}
+	briefC, err := c.ListContainersBrief(ctx, &runtimeapi.ContainerFilter{PodSandboxId: foreign}, ctrKeys, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fullC) == 0 {
+		t.Fatal("the foreign sandbox has no containers to compare")
+	}
+	if diff := cmp.Diff(briefContainers(fullC, ctrKeys), briefC); diff != "" {
+		t.Errorf("the foreign containers listed into a used buffer (-full +brief):\n%s", diff)
 	}
 }

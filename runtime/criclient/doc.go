@@ -73,6 +73,9 @@
 // zeroed one, and the IDs, names and values a list decodes are the strings
 // of earlier lists where they are the same (the Client keeps at most a few
 // lists' worth), so a list of unchanged pods allocates next to nothing.
+// A caller that lists again and again passes a BriefBuffer, and each list
+// decodes its items into the memory of the last one's
+// (TestBriefBufferLeavesNothingStale).
 // runtime/cri lists pods (and its garbage collector lists) this way, so
 // that the generic PLEG's relist every second does not decode every label
 // and annotation of the node.
