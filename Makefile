@@ -11,8 +11,10 @@ GO ?= go
 
 .PHONY: run test check network network-tools unit e2e kube-e2e conformance conformance-subset bench bench-agent bench-bigpod
 
+# The standalone agent built as README.md recommends for a small node:
+# static, and without gRPC's golang.org/x/net/trace (-tags grpcnotrace).
 run:
-	$(GO) run ./examples/standalone
+	CGO_ENABLED=0 $(GO) run -tags grpcnotrace ./examples/standalone
 
 # Under "make test" the network tests run once, in "unit", after the
 # plugins are installed, and a missing plugin or root fails them.

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -185,5 +186,18 @@ func TestProfilingServer(t *testing.T) {
 	}
 	if rec := get(http.MethodGet, "/"); rec.Code != http.StatusNotFound {
 		t.Errorf("GET /: %d, want 404 (only /debug/pprof is served)", rec.Code)
+	}
+}
+
+func TestSampleAllocations(t *testing.T) {
+	defer func(rate int) { goruntime.MemProfileRate = rate }(goruntime.MemProfileRate)
+	goruntime.MemProfileRate = 512 * 1024
+	sampleAllocations(true)
+	if goruntime.MemProfileRate != 512*1024 {
+		t.Errorf("with profiling: MemProfileRate %d, want Go's %d left alone", goruntime.MemProfileRate, 512*1024)
+	}
+	sampleAllocations(false)
+	if goruntime.MemProfileRate != 0 {
+		t.Errorf("without profiling: MemProfileRate %d, want 0 (no sampling)", goruntime.MemProfileRate)
 	}
 }

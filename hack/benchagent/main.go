@@ -26,6 +26,13 @@
 //   - peak RSS: VmHWM, the agent's resident set high-water mark over its
 //     whole life (start-up included), read at the end of the run.
 //
+// It builds both as README.md recommends for a small node, statically
+// (CGO_ENABLED=0) and with -tags grpcnotrace, which leaves gRPC's
+// golang.org/x/net/trace out; -cgo and -tags build otherwise (-tags ""
+// for none). The header gives the build, the agent's size and its GOGC:
+// Go's default (100) unless GOGC is set in the environment, which the
+// agent inherits.
+//
 // -procs N runs the agent with GOMAXPROCS=N (the header says which):
 // with fewer Go processors than CPUs, a goroutine that readies another
 // wakes no second thread to run it; compare a run with -procs 1 beside
@@ -84,15 +91,28 @@ func main() {
 	flag.BoolVar(&table, "table", true, "run the agent with its live pod table (false: --quiet)")
 	flag.DurationVar(&settle, "settle", 12*time.Second, "how long after all pods run the idle window starts")
 	flag.IntVar(&procs, "procs", 0, "run the agent with GOMAXPROCS set to this (0: as the environment says, else Go's default)")
+	tags := flag.String("tags", "grpcnotrace", "build tags of the agent and fakecri")
+	cgo := flag.Bool("cgo", false, "build with cgo (dynamically linked against libc)")
 	flag.Parse()
 	work, err := os.MkdirTemp("", "nodekit-bench-")
 	if err != nil {
 		fail(err)
 	}
 	defer os.RemoveAll(work)
+	cgoEnv := "CGO_ENABLED=0"
+	if *cgo {
+		cgoEnv = "CGO_ENABLED=1"
+	}
+	build := fmt.Sprintf("%s go build -tags %q", cgoEnv, *tags)
+	var size int64
 	for _, b := range []string{"fakecri", "standalone"} {
-		if out, err := exec.Command("go", "build", "-o", filepath.Join(work, b), "./examples/"+b).CombinedOutput(); err != nil {
+		cmd := exec.Command("go", "build", "-tags", *tags, "-o", filepath.Join(work, b), "./examples/"+b)
+		cmd.Env = append(os.Environ(), cgoEnv)
+		if out, err := cmd.CombinedOutput(); err != nil {
 			fail(fmt.Errorf("build %s: %v\n%s", b, err, out))
+		}
+		if info, err := os.Stat(filepath.Join(work, b)); err == nil {
+			size = info.Size()
 		}
 	}
 	commit, _ := exec.Command("git", "log", "-1", "--format=%h %s").Output()
@@ -103,6 +123,11 @@ func main() {
 	} else if v := os.Getenv("GOMAXPROCS"); v != "" {
 		agentProcs = v + " (from the environment)"
 	}
+	gogc := "100 (Go's default)"
+	if v := os.Getenv("GOGC"); v != "" {
+		gogc = v + " (from the environment)"
+	}
+	fmt.Printf("agent built with %s, %.1f MB; agent GOGC %s\n", build, float64(size)/1e6, gogc)
 	fmt.Printf("idle window %s, live table %v, %d CPUs, agent GOMAXPROCS %s\n\n", *idle, table, goruntime.NumCPU(), agentProcs)
 	fmt.Println("| PLEG | pods | to Running | CPU to Running | idle CPU (% of a core) | wake-ups/s idle | peak RSS |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
