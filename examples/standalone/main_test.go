@@ -201,3 +201,17 @@ func TestSampleAllocations(t *testing.T) {
 		t.Errorf("without profiling: MemProfileRate %d, want 0 (no sampling)", goruntime.MemProfileRate)
 	}
 }
+
+func TestGCPercent(t *testing.T) {
+	for gogc, want := range map[string]int{"": DefaultGCPercent, "100": -1, "off": -1, "25": -1} {
+		getenv := func(k string) string {
+			if k == "GOGC" {
+				return gogc
+			}
+			return ""
+		}
+		if got := gcPercent(getenv); got != want {
+			t.Errorf("GOGC=%q: gcPercent %d, want %d", gogc, got, want)
+		}
+	}
+}

@@ -30,8 +30,8 @@
 // (CGO_ENABLED=0) and with -tags grpcnotrace, which leaves gRPC's
 // golang.org/x/net/trace out; -cgo and -tags build otherwise (-tags ""
 // for none). The header gives the build, the agent's size and its GOGC:
-// Go's default (100) unless GOGC is set in the environment, which the
-// agent inherits.
+// the standalone's default (50) unless GOGC is set in the environment,
+// which the agent inherits (GOGC=100 for Go's default).
 //
 // -procs N runs the agent with GOMAXPROCS=N (the header says which):
 // with fewer Go processors than CPUs, a goroutine that readies another
@@ -123,7 +123,7 @@ func main() {
 	} else if v := os.Getenv("GOMAXPROCS"); v != "" {
 		agentProcs = v + " (from the environment)"
 	}
-	gogc := "100 (Go's default)"
+	gogc := "50 (the standalone's default)"
 	if v := os.Getenv("GOGC"); v != "" {
 		gogc = v + " (from the environment)"
 	}
