@@ -449,21 +449,30 @@ func TestBriefBufferLeavesNothingStale(t *testing.T) {
 	populate(t, fake, 8)
 	ctx := context.Background()
 	var buf criclient.BriefBuffer
-	all, err := c.ListPodSandboxBrief(ctx, nil, podKeys, &buf)
+	all, err := c.ListPodSandboxBrief(ctx, nil, podKeys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	foreign := ""
+	own, foreign := "", ""
 	for _, s := range all {
 		if s.Labels[0] == "" {
 			foreign = s.ID
+		} else {
+			own = s.ID
 		}
 	}
-	if foreign == "" || all[0].Labels[0] == "" {
-		t.Fatalf("want a labelled first sandbox and a foreign one: %+v", all)
+	if foreign == "" || own == "" {
+		t.Fatalf("want a labelled sandbox and a foreign one: %+v", all)
 	}
-	if _, err := c.ListContainersBrief(ctx, nil, ctrKeys, &buf); err != nil {
-		t.Fatal(err)
+	// The buffer's first slots hold a labelled sandbox and its labelled
+	// containers, whatever order the runtime lists in.
+	primed, err := c.ListPodSandboxBrief(ctx, &runtimeapi.PodSandboxFilter{Id: own}, podKeys, &buf)
+	if err != nil || len(primed) != 1 || primed[0].Labels[0] == "" {
+		t.Fatalf("prime with the labelled sandbox %s: %+v, %v", own, primed, err)
+	}
+	primedC, err := c.ListContainersBrief(ctx, &runtimeapi.ContainerFilter{PodSandboxId: own}, ctrKeys, &buf)
+	if err != nil || len(primedC) == 0 || primedC[0].Labels[0] == "" {
+		t.Fatalf("prime with the labelled sandbox's containers: %+v, %v", primedC, err)
 	}
 	full, err := c.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{Id: foreign})
 	if err != nil {
