@@ -4,11 +4,16 @@
 // removed or changed.
 //
 // Generic relists: every RelistPeriod (1 s) it calls Runtime.GetPods
-// once, compares every container's and sandbox's state with the previous
+// once (VisitPods when the runtime is a runtime.PodVisitor, as
+// runtime/cri is, so that the list is made in memory the runtime reuses),
+// compares every container's and sandbox's state with the previous
 // relist (the created state counts as unknown, as in the kubelet), and
 // calls Runtime.GetPodStatus only for pods that changed, appeared, or
 // whose last inspection failed. A relist of unchanged pods costs the
-// runtime's list calls and nothing more. After each relist the cache's
+// runtime's list calls and nothing more: it builds its records of them in
+// the map of the relist before last, and allocates nothing per pod
+// (BenchmarkRelistUnchanged: 1000 pods, 253 bytes a relist, where a new
+// map took 148 kB). After each relist the cache's
 // global timestamp moves on, so Cache.GetNewerThan unblocks for every
 // pod, changed or not.
 //

@@ -88,6 +88,9 @@ type Generic struct {
 	// evented generator) by an inspection; the next relist compares with
 	// it.
 	records map[types.UID]podRecord
+	// spare is the records map before last, for the next relist to fill
+	// again; only relists touch it.
+	spare map[types.UID]podRecord
 }
 
 // podRecord is what was last seen of one pod: the states of its
@@ -180,40 +183,36 @@ func (g *Generic) relist(ctx context.Context) map[types.UID]inspection {
 	g.relistMu.Lock()
 	defer g.relistMu.Unlock()
 	start := g.cfg.Clock.Now()
-	pods, err := g.cfg.Runtime.GetPods(ctx, true)
-	if err != nil {
-		if ctx.Err() == nil {
-			g.cfg.Logger.Error(err, "relisting pods")
-		}
-		return nil
-	}
 	g.mu.Lock()
-	g.lastRelist = start
 	old := g.records
 	g.mu.Unlock()
-
-	var events []*Event
-	inspected := map[types.UID]inspection{}
-	inspect := func(uid types.UID, rec *podRecord) {
-		status, err := g.cfg.Runtime.GetPodStatus(ctx, uid, rec.name, rec.namespace)
-		rec.reinspect = err != nil
-		inspected[uid] = inspection{ref: podRef{rec.name, rec.namespace}, failed: err != nil}
-		if err != nil && ctx.Err() == nil {
-			g.cfg.Logger.Error(err, "inspecting pod", "pod", rec.namespace+"/"+rec.name, "podUID", uid)
-		}
-		g.cfg.Cache.Set(uid, status, err, start)
+	// current reuses the map of the relist before last, which nothing
+	// refers to any more.
+	current := g.spare
+	if current == nil {
+		current = make(map[types.UID]podRecord, len(old))
 	}
-	current := make(map[types.UID]podRecord, len(pods))
-	for _, p := range pods {
+	clear(current)
+	var (
+		events  []*Event
+		changed []types.UID
+		listed  int
+		err     error
+	)
+	// visit compares one listed pod with its record. It runs while the
+	// runtime lends it the pod (see runtime.PodVisitor): it copies what
+	// it keeps and leaves the inspections for after the list.
+	visit := func(p *runtime.Pod) {
+		listed++
 		prev, known := old[p.ID]
 		if known && prev.same(p) {
 			// Unchanged: no record to build and no event; inspected
 			// again only if the last inspection failed.
-			if prev.reinspect {
-				inspect(p.ID, &prev)
-			}
 			current[p.ID] = prev
-			continue
+			if prev.reinspect {
+				changed = append(changed, p.ID)
+			}
+			return
 		}
 		rec := podRecord{name: p.Name, namespace: p.Namespace, states: make(map[string]runtime.ContainerState, len(p.Containers)+len(p.Sandboxes))}
 		for _, list := range [2][]*runtime.Container{p.Sandboxes, p.Containers} {
@@ -223,10 +222,48 @@ func (g *Generic) relist(ctx context.Context) map[types.UID]inspection {
 		}
 		podEvents := diff(p.ID, prev.states, rec.states)
 		events = append(events, podEvents...)
-		if !known || len(podEvents) > 0 || prev.reinspect {
-			inspect(p.ID, &rec)
-		}
+		// A pod that has changed is inspected, as is one that is new or
+		// whose last inspection failed.
+		rec.reinspect = !known || len(podEvents) > 0 || prev.reinspect
 		current[p.ID] = rec
+		if rec.reinspect {
+			changed = append(changed, p.ID)
+		}
+	}
+	if v, ok := g.cfg.Runtime.(runtime.PodVisitor); ok {
+		err = v.VisitPods(ctx, true, visit)
+	} else {
+		var pods []*runtime.Pod
+		if pods, err = g.cfg.Runtime.GetPods(ctx, true); err == nil {
+			for _, p := range pods {
+				visit(p)
+			}
+		}
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			g.cfg.Logger.Error(err, "relisting pods")
+		}
+		return nil
+	}
+	g.mu.Lock()
+	g.lastRelist = start
+	g.mu.Unlock()
+
+	var inspected map[types.UID]inspection
+	if len(changed) > 0 {
+		inspected = make(map[types.UID]inspection, len(changed))
+	}
+	for _, uid := range changed {
+		rec := current[uid]
+		status, err := g.cfg.Runtime.GetPodStatus(ctx, uid, rec.name, rec.namespace)
+		rec.reinspect = err != nil
+		current[uid] = rec
+		inspected[uid] = inspection{ref: podRef{rec.name, rec.namespace}, failed: err != nil}
+		if err != nil && ctx.Err() == nil {
+			g.cfg.Logger.Error(err, "inspecting pod", "pod", rec.namespace+"/"+rec.name, "podUID", uid)
+		}
+		g.cfg.Cache.Set(uid, status, err, start)
 	}
 	for uid, prev := range old {
 		if _, ok := current[uid]; ok {
@@ -240,9 +277,10 @@ func (g *Generic) relist(ctx context.Context) map[types.UID]inspection {
 	g.mu.Lock()
 	g.records = current
 	g.mu.Unlock()
+	g.spare = old
 
 	g.send(ctx, events)
-	g.metrics.observe(start, g.cfg.Clock.Since(start), len(pods))
+	g.metrics.observe(start, g.cfg.Clock.Since(start), listed)
 	return inspected
 }
 

@@ -44,6 +44,34 @@ func (c *counting) GetPodStatus(ctx context.Context, uid types.UID, name, ns str
 	return c.Runtime.GetPodStatus(ctx, uid, name, ns)
 }
 
+// lending is a counting runtime with runtime.PodVisitor, lending each
+// pod as that interface allows and no longer: a copy of what the inner
+// runtime (runtime/cri) lends, overwritten once fn returns, so that a
+// relist that kept any of it would see other pods and states.
+type lending struct{ *counting }
+
+func (l lending) VisitPods(ctx context.Context, all bool, fn func(*runtime.Pod)) error {
+	return l.Runtime.(runtime.PodVisitor).VisitPods(ctx, all, func(p *runtime.Pod) {
+		lent := *p
+		lent.Sandboxes, lent.Containers = nil, nil
+		for _, c := range p.Sandboxes {
+			c := *c
+			lent.Sandboxes = append(lent.Sandboxes, &c)
+		}
+		for _, c := range p.Containers {
+			c := *c
+			lent.Containers = append(lent.Containers, &c)
+		}
+		fn(&lent)
+		lent.ID, lent.Name, lent.Namespace = "scribbled", "scribbled", "scribbled"
+		for _, list := range [2][]*runtime.Container{lent.Sandboxes, lent.Containers} {
+			for _, c := range list {
+				c.ID.ID, c.State = "scribbled", runtime.ContainerStateUnknown
+			}
+		}
+	})
+}
+
 type env struct {
 	t     *testing.T
 	clock *clocktesting.FakeClock
@@ -55,7 +83,13 @@ type env struct {
 	ctx   context.Context
 }
 
-func newEnv(t *testing.T, buffer int) *env {
+// newEnv relists through runtime.PodVisitor, as the agent does on
+// runtime/cri; newEnvListing through GetPods, as on a runtime without it.
+func newEnv(t *testing.T, buffer int) *env { t.Helper(); return newEnvMode(t, buffer, true) }
+
+func newEnvListing(t *testing.T, buffer int) *env { t.Helper(); return newEnvMode(t, buffer, false) }
+
+func newEnvMode(t *testing.T, buffer int, visit bool) *env {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(t0)
 	fake, _ := fakecri.New(fakecri.Config{Clock: clk, Images: []string{"busybox:1.36"}})
@@ -64,9 +98,13 @@ func newEnv(t *testing.T, buffer int) *env {
 		t.Fatal(err)
 	}
 	rt := &counting{Runtime: inner}
+	var relisted runtime.Runtime = rt
+	if visit {
+		relisted = lending{rt}
+	}
 	cache := pleg.NewCache()
 	reg := prometheus.NewRegistry()
-	gen, err := pleg.NewGeneric(pleg.Config{Runtime: rt, Cache: cache, Clock: clk, EventBuffer: buffer, Registerer: reg})
+	gen, err := pleg.NewGeneric(pleg.Config{Runtime: relisted, Cache: cache, Clock: clk, EventBuffer: buffer, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,54 +136,62 @@ func (e *env) drain() []string {
 	}
 }
 
+// forEachListing runs a test on an env that relists through
+// runtime.PodVisitor and on one that relists through GetPods.
+func forEachListing(t *testing.T, buffer int, test func(t *testing.T, e *env)) {
+	t.Run("visit", func(t *testing.T) { test(t, newEnv(t, buffer)) })
+	t.Run("list", func(t *testing.T) { test(t, newEnvListing(t, buffer)) })
+}
+
 func TestRelistEvents(t *testing.T) {
-	e := newEnv(t, 100)
-	a := testPod("a", fakecri.EnvExitAfter, "10s", fakecri.EnvExitCode, "0")
-	if err := e.rt.SyncPod(e.ctx, a, nil).Error(); err != nil {
-		t.Fatal(err)
-	}
-	e.gen.Relist(e.ctx)
-	// The sandbox and the container started.
-	if diff := cmp.Diff([]string{"ContainerStarted uid-a", "ContainerStarted uid-a"}, e.drain()); diff != "" {
-		t.Errorf("events (-want +got):\n%s", diff)
-	}
-	st, err := e.cache.Get(a.UID)
-	if err != nil || st.FindContainerStatus("c") == nil || st.FindContainerStatus("c").State != runtime.ContainerStateRunning {
-		t.Fatalf("cache after the first relist: %+v %v", st, err)
-	}
-
-	// Nothing changed: no event and no inspection beyond the list.
-	before := e.rt.inspections.Load()
-	e.gen.Relist(e.ctx)
-	if got := e.drain(); len(got) != 0 || e.rt.inspections.Load() != before {
-		t.Errorf("an unchanged relist: events %v, %d inspections", got, e.rt.inspections.Load()-before)
-	}
-
-	e.clock.Step(10 * time.Second) // the container exits
-	e.gen.Relist(e.ctx)
-	if diff := cmp.Diff([]string{"ContainerDied uid-a"}, e.drain()); diff != "" {
-		t.Errorf("events after the exit (-want +got):\n%s", diff)
-	}
-	if st, _ := e.cache.Get(a.UID); st.FindContainerStatus("c").State != runtime.ContainerStateExited {
-		t.Error("the cache missed the exit")
-	}
-
-	// Everything removed: died for the sandbox, removed for both.
-	if err := e.rt.KillPod(e.ctx, a, nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	for _, sb := range mustStatus(t, e, a).SandboxStatuses {
-		if err := e.fake.RemovePodSandbox(e.ctx, sb.ID); err != nil {
+	forEachListing(t, 100, func(t *testing.T, e *env) {
+		a := testPod("a", fakecri.EnvExitAfter, "10s", fakecri.EnvExitCode, "0")
+		if err := e.rt.SyncPod(e.ctx, a, nil).Error(); err != nil {
 			t.Fatal(err)
 		}
-	}
-	e.gen.Relist(e.ctx)
-	if diff := cmp.Diff([]string{"ContainerDied uid-a", "ContainerRemoved uid-a", "ContainerRemoved uid-a"}, e.drain()); diff != "" {
-		t.Errorf("events after removal (-want +got):\n%s", diff)
-	}
-	if st, _ := e.cache.Get(a.UID); len(st.ContainerStatuses) != 0 {
-		t.Error("the cache kept a removed pod")
-	}
+		e.gen.Relist(e.ctx)
+		// The sandbox and the container started.
+		if diff := cmp.Diff([]string{"ContainerStarted uid-a", "ContainerStarted uid-a"}, e.drain()); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+		st, err := e.cache.Get(a.UID)
+		if err != nil || st.FindContainerStatus("c") == nil || st.FindContainerStatus("c").State != runtime.ContainerStateRunning {
+			t.Fatalf("cache after the first relist: %+v %v", st, err)
+		}
+
+		// Nothing changed: no event and no inspection beyond the list.
+		before := e.rt.inspections.Load()
+		e.gen.Relist(e.ctx)
+		if got := e.drain(); len(got) != 0 || e.rt.inspections.Load() != before {
+			t.Errorf("an unchanged relist: events %v, %d inspections", got, e.rt.inspections.Load()-before)
+		}
+
+		e.clock.Step(10 * time.Second) // the container exits
+		e.gen.Relist(e.ctx)
+		if diff := cmp.Diff([]string{"ContainerDied uid-a"}, e.drain()); diff != "" {
+			t.Errorf("events after the exit (-want +got):\n%s", diff)
+		}
+		if st, _ := e.cache.Get(a.UID); st.FindContainerStatus("c").State != runtime.ContainerStateExited {
+			t.Error("the cache missed the exit")
+		}
+
+		// Everything removed: died for the sandbox, removed for both.
+		if err := e.rt.KillPod(e.ctx, a, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, sb := range mustStatus(t, e, a).SandboxStatuses {
+			if err := e.fake.RemovePodSandbox(e.ctx, sb.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.gen.Relist(e.ctx)
+		if diff := cmp.Diff([]string{"ContainerDied uid-a", "ContainerRemoved uid-a", "ContainerRemoved uid-a"}, e.drain()); diff != "" {
+			t.Errorf("events after removal (-want +got):\n%s", diff)
+		}
+		if st, _ := e.cache.Get(a.UID); len(st.ContainerStatuses) != 0 {
+			t.Error("the cache kept a removed pod")
+		}
+	})
 }
 
 func mustStatus(t *testing.T, e *env, p *v1.Pod) *runtime.PodStatus {
@@ -158,54 +204,56 @@ func mustStatus(t *testing.T, e *env, p *v1.Pod) *runtime.PodStatus {
 }
 
 func TestRelistCostIsTheListForUnchangedPods(t *testing.T) {
-	e := newEnv(t, 1000)
-	for i := 0; i < 50; i++ {
-		p := testPod("p" + string(rune('a'+i%26)) + string(rune('a'+i/26)))
-		if err := e.rt.SyncPod(e.ctx, p, nil).Error(); err != nil {
-			t.Fatal(err)
+	forEachListing(t, 1000, func(t *testing.T, e *env) {
+		for i := 0; i < 50; i++ {
+			p := testPod("p" + string(rune('a'+i%26)) + string(rune('a'+i/26)))
+			if err := e.rt.SyncPod(e.ctx, p, nil).Error(); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	e.gen.Relist(e.ctx)
-	e.fake.ResetCalls()
-	before := e.rt.inspections.Load()
-	for i := 0; i < 5; i++ {
 		e.gen.Relist(e.ctx)
-	}
-	if n := e.rt.inspections.Load() - before; n != 0 {
-		t.Errorf("%d inspections for 5 relists of 50 unchanged pods, want 0", n)
-	}
-	if diff := cmp.Diff(10, len(e.fake.Calls())); diff != "" {
-		t.Errorf("CRI calls for 5 relists (-want +got):\n%s (%v)", diff, e.fake.Calls())
-	}
+		e.fake.ResetCalls()
+		before := e.rt.inspections.Load()
+		for i := 0; i < 5; i++ {
+			e.gen.Relist(e.ctx)
+		}
+		if n := e.rt.inspections.Load() - before; n != 0 {
+			t.Errorf("%d inspections for 5 relists of 50 unchanged pods, want 0", n)
+		}
+		if diff := cmp.Diff(10, len(e.fake.Calls())); diff != "" {
+			t.Errorf("CRI calls for 5 relists (-want +got):\n%s (%v)", diff, e.fake.Calls())
+		}
+	})
 }
 
 // A pod whose inspection failed is inspected again at the next relist,
 // though its containers did not change, until an inspection succeeds.
 func TestFailedInspectionIsRetriedOnUnchangedPods(t *testing.T) {
-	e := newEnv(t, 100)
-	a := testPod("a")
-	if err := e.rt.SyncPod(e.ctx, a, nil).Error(); err != nil {
-		t.Fatal(err)
-	}
-	e.rt.failing.Store(true)
-	e.gen.Relist(e.ctx)
-	if _, err := e.cache.Get(a.UID); err == nil {
-		t.Fatal("the cache holds no error after a failed inspection")
-	}
-	e.rt.failing.Store(false)
-	before := e.rt.inspections.Load()
-	e.gen.Relist(e.ctx)
-	if n := e.rt.inspections.Load() - before; n != 1 {
-		t.Errorf("%d inspections after a failed one, want 1", n)
-	}
-	if st, err := e.cache.Get(a.UID); err != nil || st.FindContainerStatus("c") == nil {
-		t.Errorf("the cache after the retry: %+v, %v", st, err)
-	}
-	before = e.rt.inspections.Load()
-	e.gen.Relist(e.ctx)
-	if n := e.rt.inspections.Load() - before; n != 0 {
-		t.Errorf("%d inspections once one succeeded, want 0", n)
-	}
+	forEachListing(t, 100, func(t *testing.T, e *env) {
+		a := testPod("a")
+		if err := e.rt.SyncPod(e.ctx, a, nil).Error(); err != nil {
+			t.Fatal(err)
+		}
+		e.rt.failing.Store(true)
+		e.gen.Relist(e.ctx)
+		if _, err := e.cache.Get(a.UID); err == nil {
+			t.Fatal("the cache holds no error after a failed inspection")
+		}
+		e.rt.failing.Store(false)
+		before := e.rt.inspections.Load()
+		e.gen.Relist(e.ctx)
+		if n := e.rt.inspections.Load() - before; n != 1 {
+			t.Errorf("%d inspections after a failed one, want 1", n)
+		}
+		if st, err := e.cache.Get(a.UID); err != nil || st.FindContainerStatus("c") == nil {
+			t.Errorf("the cache after the retry: %+v, %v", st, err)
+		}
+		before = e.rt.inspections.Load()
+		e.gen.Relist(e.ctx)
+		if n := e.rt.inspections.Load() - before; n != 0 {
+			t.Errorf("%d inspections once one succeeded, want 0", n)
+		}
+	})
 }
 
 func TestGetNewerThanWaitsForARelist(t *testing.T) {

@@ -24,7 +24,10 @@
 // Runtime.GetPodStatus: every sandbox (newest first) and every container
 // (newest first, including exited ones kept for restart counting and logs).
 // Both are snapshots; the runtime never mutates a value after returning it,
-// and callers own what they receive.
+// and callers own what they receive. The one exception is the optional
+// PodVisitor, whose pods are lent to a function for the length of the call
+// and reused by the next list, so that a caller listing every second does
+// not allocate every pod anew.
 //
 // # Shared types
 //

@@ -56,6 +56,19 @@ type Runtime interface {
 	Status(ctx context.Context) (*Status, error)
 }
 
+// PodVisitor is implemented by a Runtime that can list its pods into
+// memory it reuses from one list to the next (runtime/cri), which saves a
+// caller that lists often, as the generic PLEG relists every second, the
+// allocation of GetPods's result and the garbage collections it brings.
+// VisitPods lists what GetPods(ctx, all) lists and calls fn with each pod,
+// in the order of their IDs. The *Pod and its containers are the
+// runtime's until fn returns: fn must copy what it keeps beyond the call
+// (strings may be kept, they are not reused) and must not change them.
+// When VisitPods returns an error, fn has not been called.
+type PodVisitor interface {
+	VisitPods(ctx context.Context, all bool, fn func(*Pod)) error
+}
+
 // PodCgroupReader is implemented by a Runtime that manages pod cgroups
 // (runtime/cri with Config.CgroupRoot). PodCgroupResources returns the
 // CPU and memory settings it last gave the pod's cgroup, in the API's

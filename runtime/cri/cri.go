@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -48,6 +50,10 @@ type Runtime struct {
 	// one relist to the next; a list that finds it taken allocates.
 	listMu  sync.Mutex
 	listBuf criclient.BriefBuffer
+	// visitMu guards visitList, the memory VisitPods lists the pods into
+	// from one call to the next; it is held while fn runs.
+	visitMu   sync.Mutex
+	visitList podList
 
 	// cgroups manages pod cgroups when Config.CgroupRoot is set.
 	cgroups *cgroupfs.Manager
@@ -68,6 +74,7 @@ var (
 	_ runtime.Runtime         = (*Runtime)(nil)
 	_ runtime.PodCgroupReader = (*Runtime)(nil)
 	_ runtime.ResizeChecker   = (*Runtime)(nil)
+	_ runtime.PodVisitor      = (*Runtime)(nil)
 	_ ImageManager            = (*images.Manager)(nil)
 )
 
@@ -161,21 +168,59 @@ func (r *Runtime) Status(ctx context.Context) (*runtime.Status, error) {
 // the pod UID label were not created by a kubelet-like agent and are not
 // listed.
 func (r *Runtime) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error) {
-	var sf *runtimeapi.PodSandboxFilter
-	var cf *runtimeapi.ContainerFilter
-	if !all {
-		sf = &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}}
-		cf = &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}
+	sf, cf := podFilters(all)
+	return r.listPods(ctx, sf, cf, nil)
+}
+
+// VisitPods implements runtime.PodVisitor: it lists as GetPods does, into
+// the memory of its last list, and lends each pod to fn. A VisitPods
+// that finds another one under way (or is called again from fn) lists
+// into new memory instead.
+func (r *Runtime) VisitPods(ctx context.Context, all bool, fn func(*runtime.Pod)) error {
+	sf, cf := podFilters(all)
+	var dst *podList
+	if r.visitMu.TryLock() {
+		defer r.visitMu.Unlock()
+		dst = &r.visitList
 	}
-	return r.listPods(ctx, sf, cf)
+	pods, err := r.listPods(ctx, sf, cf, dst)
+	if err != nil {
+		return err
+	}
+	for _, p := range pods {
+		fn(p)
+	}
+	return nil
+}
+
+// podFilters are GetPods's filters: none, or ready sandboxes and running
+// containers.
+func podFilters(all bool) (*runtimeapi.PodSandboxFilter, *runtimeapi.ContainerFilter) {
+	if all {
+		return nil, nil
+	}
+	return &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}},
+		&runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}
+}
+
+// podList is the memory of one list of pods, kept to be listed into
+// again: the sandboxes and containers, the pods (each with its two
+// slices), the pods by UID, and the result.
+type podList struct {
+	objects []runtime.Container
+	block   []runtime.Pod
+	byUID   map[types.UID]*runtime.Pod
+	out     []*runtime.Pod
 }
 
 // listPods groups the sandboxes and containers the filters select by
 // their pod UID label. It lists in brief (criclient.ListPodSandboxBrief),
 // so that a relist decodes no label or annotation map: a *criclient.Client
 // decodes only the three pod labels and the container hash from the
-// wire; another RuntimeService is listed in full and projected.
-func (r *Runtime) listPods(ctx context.Context, sf *runtimeapi.PodSandboxFilter, cf *runtimeapi.ContainerFilter) ([]*runtime.Pod, error) {
+// wire; another RuntimeService is listed in full and projected. With dst
+// it builds the pods in dst's memory (the result is then valid until the
+// next list into dst), else in new memory the caller owns.
+func (r *Runtime) listPods(ctx context.Context, sf *runtimeapi.PodSandboxFilter, cf *runtimeapi.ContainerFilter, dst *podList) ([]*runtime.Pod, error) {
 	typ, err := r.runtimeType(ctx)
 	if err != nil {
 		return nil, err
@@ -196,22 +241,57 @@ func (r *Runtime) listPods(ctx context.Context, sf *runtimeapi.PodSandboxFilter,
 		return nil, fmt.Errorf("cri: get pods: %w", err)
 	}
 	// The pods and their containers are allocated in two blocks, not one
-	// by one: the containers exactly, the pods for one per sandbox, which
-	// a container without a listed sandbox can outgrow (append then moves
-	// the later pods to a new block; the earlier stay where the map
-	// points).
+	// by one: the containers exactly; the pods, in new memory, for one per
+	// sandbox, which a container without a listed sandbox can outgrow
+	// (append then moves the later pods to a new block; the earlier stay
+	// where the map points); in dst, for one per object, which no list
+	// outgrows.
 	n := len(sandboxes) + len(containers)
-	objects := make([]runtime.Container, n)
-	block := make([]runtime.Pod, 0, len(sandboxes))
-	pods := make(map[types.UID]*runtime.Pod, len(sandboxes))
-	pod := func(l []string) *runtime.Pod {
-		uid := types.UID(l[0])
-		p := pods[uid]
-		if p == nil {
-			block = append(block, runtime.Pod{ID: uid, Name: l[1], Namespace: l[2]})
-			p = &block[len(block)-1]
-			pods[uid] = p
+	var l podList
+	if dst != nil {
+		l = *dst
+		if cap(l.objects) < n {
+			// The pods' slices point into the old objects: both go.
+			l.objects = make([]runtime.Container, n)
+			l.block = nil
 		}
+		// What a longer list left past n would keep its strings alive.
+		clear(l.objects[n:cap(l.objects)])
+		l.objects = l.objects[:n]
+		if cap(l.block) < n {
+			l.block = make([]runtime.Pod, 0, n)
+		}
+		l.block = l.block[:0]
+		if l.byUID == nil {
+			l.byUID = make(map[types.UID]*runtime.Pod, len(sandboxes))
+		}
+		clear(l.byUID)
+		l.out = l.out[:0]
+		defer func() { *dst = l }()
+	} else {
+		l = podList{
+			objects: make([]runtime.Container, n),
+			block:   make([]runtime.Pod, 0, len(sandboxes)),
+			byUID:   make(map[types.UID]*runtime.Pod, len(sandboxes)),
+		}
+	}
+	pod := func(labels []string) *runtime.Pod {
+		uid := types.UID(labels[0])
+		p := l.byUID[uid]
+		if p != nil {
+			return p
+		}
+		if len(l.block) < cap(l.block) {
+			// A slot of an earlier list into dst keeps its slices'
+			// memory; a new block's slots have none.
+			l.block = l.block[:len(l.block)+1]
+			p = &l.block[len(l.block)-1]
+			*p = runtime.Pod{ID: uid, Name: labels[1], Namespace: labels[2], Sandboxes: p.Sandboxes[:0], Containers: p.Containers[:0]}
+		} else {
+			l.block = append(l.block, runtime.Pod{ID: uid, Name: labels[1], Namespace: labels[2]})
+			p = &l.block[len(l.block)-1]
+		}
+		l.byUID[uid] = p
 		return p
 	}
 	for i := range sandboxes {
@@ -222,7 +302,7 @@ func (r *Runtime) listPods(ctx context.Context, sf *runtimeapi.PodSandboxFilter,
 		if s.Labels[0] == "" {
 			continue
 		}
-		c := &objects[i]
+		c := &l.objects[i]
 		if err := criclient.FromBriefSandbox(typ, s, c); err != nil {
 			return nil, err
 		}
@@ -241,7 +321,7 @@ func (r *Runtime) listPods(ctx context.Context, sf *runtimeapi.PodSandboxFilter,
 		if s.Labels[0] == "" {
 			continue
 		}
-		c := &objects[len(sandboxes)+i]
+		c := &l.objects[len(sandboxes)+i]
 		if err := criclient.FromBriefContainer(typ, s, c); err != nil {
 			return nil, err
 		}
@@ -249,12 +329,14 @@ func (r *Runtime) listPods(ctx context.Context, sf *runtimeapi.PodSandboxFilter,
 		p := pod(s.Labels)
 		p.Containers = append(p.Containers, c)
 	}
-	out := make([]*runtime.Pod, 0, len(pods))
-	for _, p := range pods {
-		out = append(out, p)
+	if l.out == nil {
+		l.out = make([]*runtime.Pod, 0, len(l.byUID))
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
+	for _, p := range l.byUID {
+		l.out = append(l.out, p)
+	}
+	slices.SortFunc(l.out, func(a, b *runtime.Pod) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	return l.out, nil
 }
 
 // GetPodStatus implements runtime.Runtime.

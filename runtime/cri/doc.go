@@ -226,6 +226,16 @@
 //
 //	go test -run '^$' -bench 'GetPods$' -benchmem ./runtime/cri/
 //
+// VisitPods (runtime.PodVisitor), which the generic PLEG relists through,
+// lists the same pods into the memory of its last list and lends each to
+// a function, so that a relist allocates no pod and no container:
+// BenchmarkVisitPods, the same calls, 319 allocations and 21 kB at 100
+// pods, 334 and 28 kB at 1000, nearly all of them gRPC's own
+// (TestVisitPodsMatchesGetPods lists through both while pods come,
+// change and go):
+//
+//	go test -run '^$' -bench 'VisitPods$' -benchmem ./runtime/cri/
+//
 // GetPodStatus reports every sandbox and container instance newest first,
 // with the runtime's exit reasons (Completed, Error, OOMKilled, and
 // containerd's StartError where dockershim used to say

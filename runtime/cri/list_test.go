@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/runtime/criclient"
 	"github.com/nodekit/nodekit/runtime/fakecri"
@@ -170,6 +171,136 @@ func BenchmarkGetPods(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkVisitPods is BenchmarkGetPods through runtime.PodVisitor: the
+// pods are listed into the memory of the last list.
+func BenchmarkVisitPods(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprint(n, "pods"), func(b *testing.B) {
+			rt := cannedRuntime(b, n)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				seen := 0
+				if err := rt.VisitPods(ctx, true, func(*runtime.Pod) { seen++ }); err != nil || seen != n {
+					b.Fatalf("VisitPods: %d pods, %v", seen, err)
+				}
+			}
+		})
+	}
+}
+
+// visited lists through VisitPods and copies what it is lent.
+func visited(t *testing.T, rt *cri.Runtime, all bool) []*runtime.Pod {
+	t.Helper()
+	var out []*runtime.Pod
+	err := rt.VisitPods(context.Background(), all, func(p *runtime.Pod) {
+		cp := *p
+		cp.Sandboxes, cp.Containers = nil, nil
+		for _, c := range p.Sandboxes {
+			c := *c
+			cp.Sandboxes = append(cp.Sandboxes, &c)
+		}
+		for _, c := range p.Containers {
+			c := *c
+			cp.Containers = append(cp.Containers, &c)
+		}
+		out = append(out, &cp)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestVisitPodsMatchesGetPods: VisitPods lends the pods GetPods returns,
+// in the same order, list after list, while the memory it lists into is
+// reused as pods come, change and go, and the lists grow and shrink.
+func TestVisitPodsMatchesGetPods(t *testing.T) {
+	ctx := context.Background()
+	rt, client := servedRuntime(t, 4)
+	check := func(step string, pods int) {
+		t.Helper()
+		for _, all := range []bool{true, false} {
+			want, err := rt.GetPods(ctx, all)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if all && len(want) != pods {
+				t.Fatalf("%s: GetPods lists %d pods, want %d", step, len(want), pods)
+			}
+			if diff := cmp.Diff(want, visited(t, rt, all)); diff != "" {
+				t.Errorf("%s: VisitPods(%v) (-GetPods +VisitPods):\n%s", step, all, diff)
+			}
+		}
+	}
+	check("four pods", 4)
+
+	// A pod of three containers, one of which exits: the pods' slots
+	// now hold more containers than the last list put there.
+	big := staticPod(10)
+	big.Spec.RestartPolicy = v1.RestartPolicyNever
+	for _, name := range []string{"b", "c"} {
+		big.Spec.Containers = append(big.Spec.Containers, v1.Container{Name: name, Image: "busybox:1.36"})
+	}
+	withEnv(&big.Spec.Containers[2], fakecri.EnvExitCode, "1")
+	if err := rt.SyncPod(ctx, big, nil).Error(); err != nil {
+		t.Fatal(err)
+	}
+	check("a pod of three containers", 5)
+
+	// Three pods killed and their sandboxes removed: a shorter list into
+	// the memory of a longer one.
+	for i := range 3 {
+		p := staticPod(i)
+		if err := rt.KillPod(ctx, p, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		sandboxes, err := client.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"io.kubernetes.pod.uid": string(p.UID)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sb := range sandboxes {
+			if err := client.RemovePodSandbox(ctx, sb.Id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	check("three pods removed", 2)
+
+	// Longer again than any list before.
+	for i := 20; i < 30; i++ {
+		if err := rt.SyncPod(ctx, staticPod(i), nil).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("ten pods more", 12)
+
+	// A VisitPods from fn lists into new memory: the outer pod stays as
+	// it was lent.
+	var outer, inner int
+	err := rt.VisitPods(ctx, true, func(p *runtime.Pod) {
+		outer++
+		id, containers := p.ID, len(p.Containers)
+		if err := rt.VisitPods(ctx, true, func(*runtime.Pod) { inner++ }); err != nil {
+			t.Fatal(err)
+		}
+		if p.ID != id || len(p.Containers) != containers {
+			t.Fatalf("pod %s changed while lent: now %s with %d containers", id, p.ID, len(p.Containers))
+		}
+	})
+	if err != nil || outer != 12 || inner != 12*12 {
+		t.Errorf("nested VisitPods: %d outer and %d inner pods, %v; want 12 and 144", outer, inner, err)
+	}
+
+	// A list that fails lends nothing.
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	called := false
+	if err := rt.VisitPods(cancelled, true, func(*runtime.Pod) { called = true }); err == nil || called {
+		t.Errorf("VisitPods on a cancelled context: %v, fn called %v", err, called)
 	}
 }
 
