@@ -79,18 +79,25 @@ type Generic struct {
 	events  chan *Event
 	metrics *metrics
 
-	// mu guards the fields below; relists are serialized by Run's loop
-	// and by relistMu.
-	relistMu   sync.Mutex
+	// relistMu serializes relists (Run's loop, Relist, the evented
+	// generator's); it guards spare and sparePeak.
+	relistMu sync.Mutex
+	// spare is the records map before last, for the next relist to fill
+	// again; sparePeak and recordsPeak are the most pods each map has
+	// held, as a map keeps the room it once needed.
+	spare                  map[types.UID]podRecord
+	sparePeak, recordsPeak int
+
+	// mu guards the fields below. records is written only on the
+	// goroutine that relists (the evented generator's updates run on
+	// its own loop, which also relists), so a relist may read it
+	// without mu.
 	mu         sync.Mutex
 	lastRelist time.Time
 	// records: what was last seen of each pod, by a relist or (in the
 	// evented generator) by an inspection; the next relist compares with
 	// it.
 	records map[types.UID]podRecord
-	// spare is the records map before last, for the next relist to fill
-	// again; only relists touch it.
-	spare map[types.UID]podRecord
 }
 
 // podRecord is what was last seen of one pod: the states of its
@@ -187,10 +194,10 @@ func (g *Generic) relist(ctx context.Context) map[types.UID]inspection {
 	old := g.records
 	g.mu.Unlock()
 	// current reuses the map of the relist before last, which nothing
-	// refers to any more.
-	current := g.spare
-	if current == nil {
-		current = make(map[types.UID]podRecord, len(old))
+	// refers to any more, unless it was made for far more pods.
+	current, peak := g.spare, g.sparePeak
+	if current == nil || peak > 4*len(old)+64 {
+		current, peak = make(map[types.UID]podRecord, len(old)), 0
 	}
 	clear(current)
 	var (
@@ -277,7 +284,7 @@ func (g *Generic) relist(ctx context.Context) map[types.UID]inspection {
 	g.mu.Lock()
 	g.records = current
 	g.mu.Unlock()
-	g.spare = old
+	g.spare, g.sparePeak, g.recordsPeak = old, g.recordsPeak, max(peak, len(current))
 
 	g.send(ctx, events)
 	g.metrics.observe(start, g.cfg.Clock.Since(start), listed)

@@ -34,6 +34,15 @@ type counting struct {
 	runtime.Runtime
 	inspections atomic.Int32
 	failing     atomic.Bool
+	// failList makes the lists fail.
+	failList atomic.Bool
+}
+
+func (c *counting) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error) {
+	if c.failList.Load() {
+		return nil, fmt.Errorf("listing: %w", runtime.ErrUnavailable)
+	}
+	return c.Runtime.GetPods(ctx, all)
 }
 
 func (c *counting) GetPodStatus(ctx context.Context, uid types.UID, name, ns string) (*runtime.PodStatus, error) {
@@ -51,6 +60,9 @@ func (c *counting) GetPodStatus(ctx context.Context, uid types.UID, name, ns str
 type lending struct{ *counting }
 
 func (l lending) VisitPods(ctx context.Context, all bool, fn func(*runtime.Pod)) error {
+	if l.failList.Load() {
+		return fmt.Errorf("listing: %w", runtime.ErrUnavailable)
+	}
 	return l.Runtime.(runtime.PodVisitor).VisitPods(ctx, all, func(p *runtime.Pod) {
 		lent := *p
 		lent.Sandboxes, lent.Containers = nil, nil
@@ -252,6 +264,32 @@ func TestFailedInspectionIsRetriedOnUnchangedPods(t *testing.T) {
 		e.gen.Relist(e.ctx)
 		if n := e.rt.inspections.Load() - before; n != 0 {
 			t.Errorf("%d inspections once one succeeded, want 0", n)
+		}
+	})
+}
+
+// A relist whose list fails changes nothing: the next one finds the
+// pods as they were recorded, and emits no event and inspects nothing.
+func TestFailedListChangesNothing(t *testing.T) {
+	forEachListing(t, 100, func(t *testing.T, e *env) {
+		a := testPod("a")
+		if err := e.rt.SyncPod(e.ctx, a, nil).Error(); err != nil {
+			t.Fatal(err)
+		}
+		e.gen.Relist(e.ctx)
+		if got := e.drain(); len(got) != 2 {
+			t.Fatalf("events of a new pod: %v, want two starts", got)
+		}
+		before := e.rt.inspections.Load()
+		e.rt.failList.Store(true)
+		e.gen.Relist(e.ctx)
+		e.rt.failList.Store(false)
+		e.gen.Relist(e.ctx)
+		if got := e.drain(); len(got) != 0 || e.rt.inspections.Load() != before {
+			t.Errorf("a failed list and a good one of an unchanged pod: events %v, %d inspections; want none", got, e.rt.inspections.Load()-before)
+		}
+		if st, err := e.cache.Get(a.UID); err != nil || st.FindContainerStatus("c") == nil {
+			t.Errorf("the cache after a failed list: %+v, %v", st, err)
 		}
 	})
 }

@@ -61,6 +61,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
@@ -212,6 +214,15 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 		return err
 	}
 	cfg.Sources = []podsource.Source{src}
+	// /metrics carries the Go runtime's and the process's figures beside
+	// the agent's, as the kubelet's does (go_gc_duration_seconds,
+	// go_memstats_alloc_bytes_total, process_resident_memory_bytes...).
+	cfg.Registry = prometheus.NewRegistry()
+	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := cfg.Registry.Register(c); err != nil {
+			return err
+		}
+	}
 	a, err := agent.New(cfg)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -213,5 +214,35 @@ func TestGCPercent(t *testing.T) {
 		if got := gcPercent(getenv); got != want {
 			t.Errorf("GOGC=%q: gcPercent %d, want %d", gogc, got, want)
 		}
+	}
+}
+
+// /metrics carries the Go runtime's and the process's figures beside the
+// agent's, which hack/benchagent reads.
+func TestMetricsCarryGoRuntimeFigures(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncbuf.Buffer
+	done := runAsync(ctx, testOptions(t), &out, &errOut)
+	waitUntil(t, "the agent serves", func() bool { return strings.Contains(out.String(), "serving http://") }, func() string { return out.String() + errOut.String() })
+	_, rest, _ := strings.Cut(out.String(), "serving http://")
+	addr, _, _ := strings.Cut(rest, "/")
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"go_gc_duration_seconds_count ", "go_memstats_alloc_bytes_total ", "go_goroutines ", "process_resident_memory_bytes ", "kubelet_pleg_relist_duration_seconds"} {
+		if !strings.Contains(string(body), "\n"+name) {
+			t.Errorf("/metrics has no %s:\n%s", name, body)
+		}
+	}
+	cancel()
+	if err := result(t, done, &errOut); err != nil {
+		t.Errorf("run() = %v after a clean stop", err)
 	}
 }

@@ -23,6 +23,12 @@
 //     the tick and miss short wake-ups);
 //   - wake-ups/s: how often the agent's threads were put on a CPU during
 //     the idle window, per second (the same files' run counts);
+//   - allocated and GCs/min: what the agent's Go heap allocated per
+//     second and how many garbage collections it made per minute over
+//     the idle window, from go_memstats_alloc_bytes_total and
+//     go_gc_duration_seconds_count on its /metrics, read just before and
+//     just after the window (the first read's own allocation, tens of KB,
+//     counts in);
 //   - peak RSS: VmHWM, the agent's resident set high-water mark over its
 //     whole life (start-up included), read at the end of the run.
 //
@@ -48,6 +54,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -129,8 +136,8 @@ func main() {
 	}
 	fmt.Printf("agent built with %s, %.1f MB; agent GOGC %s\n", build, float64(size)/1e6, gogc)
 	fmt.Printf("idle window %s, live table %v, %d CPUs, agent GOMAXPROCS %s\n\n", *idle, table, goruntime.NumCPU(), agentProcs)
-	fmt.Println("| PLEG | pods | to Running | CPU to Running | idle CPU (% of a core) | wake-ups/s idle | peak RSS |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| PLEG | pods | to Running | CPU to Running | idle CPU (% of a core) | wake-ups/s idle | allocated idle | GCs/min idle | peak RSS |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, kind := range strings.Split(*plegs, ",") {
 		for _, s := range strings.Split(*podsFlag, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -143,7 +150,7 @@ func main() {
 			if err != nil {
 				fail(err)
 			}
-			fmt.Printf("| %s | %d | %s | %.2f s | %.3f %% | %.1f | %.1f MiB |\n", kind, n, r.toRunning.Round(10*time.Millisecond), r.cpu, r.idlePercent, r.wakeups, r.peakRSS)
+			fmt.Printf("| %s | %d | %s | %.2f s | %.3f %% | %.1f | %.0f KB/s | %.1f | %.1f MiB |\n", kind, n, r.toRunning.Round(10*time.Millisecond), r.cpu, r.idlePercent, r.wakeups, r.allocRate, r.gcs, r.peakRSS)
 		}
 	}
 }
@@ -154,6 +161,9 @@ type result struct {
 	peakRSS     float64
 	idlePercent float64
 	wakeups     float64
+	// allocRate (KB/s) and gcs (a minute) over the idle window, from the
+	// agent's /metrics.
+	allocRate, gcs float64
 }
 
 func measure(work string, n int, idle time.Duration, relist, profile string, evented bool) (result, error) {
@@ -247,6 +257,13 @@ func measure(work string, n int, idle time.Duration, relist, profile string, eve
 	if traceFile != "" {
 		go fetch("trace", traceFile, int(idle.Seconds())-5) // done before the agent stops
 	}
+	// The scrapes are outside the schedstat window; what the first one
+	// allocates after it read the Go runtime's figures is in the
+	// allocation rate (tens of KB over the window).
+	allocBefore, gcsBefore, err := goFigures(addr)
+	if err != nil {
+		return result{}, err
+	}
 	ranBefore, runsBefore, err := schedstat(pid)
 	if err != nil {
 		return result{}, err
@@ -258,8 +275,14 @@ func measure(work string, n int, idle time.Duration, relist, profile string, eve
 		return result{}, err
 	}
 	window := time.Since(t0)
+	allocAfter, gcsAfter, err := goFigures(addr)
+	if err != nil {
+		return result{}, err
+	}
 	r.idlePercent = float64(ranAfter-ranBefore) / float64(window) * 100
 	r.wakeups = float64(runsAfter-runsBefore) / window.Seconds()
+	r.allocRate = (allocAfter - allocBefore) / 1000 / window.Seconds()
+	r.gcs = (gcsAfter - gcsBefore) / window.Minutes()
 	r.peakRSS = peakRSS(pid)
 	return r, nil
 }
@@ -300,6 +323,45 @@ func stop(c *exec.Cmd) {
 		_ = c.Process.Kill()
 		<-done
 	}
+}
+
+// goFigures reads from the agent's /metrics the bytes its Go heap has
+// allocated (go_memstats_alloc_bytes_total) and the garbage collections
+// it has made (go_gc_duration_seconds_count).
+func goFigures(addr string) (alloc, gcs float64, err error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	found := 0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		switch name {
+		case "go_memstats_alloc_bytes_total":
+			alloc, err = strconv.ParseFloat(value, 64)
+		case "go_gc_duration_seconds_count":
+			gcs, err = strconv.ParseFloat(value, 64)
+		default:
+			continue
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s/metrics: %s: %w", addr, name, err)
+		}
+		found++
+	}
+	if err := sc.Err(); err != nil {
+		return 0, 0, err
+	}
+	if found != 2 {
+		return 0, 0, fmt.Errorf("%s/metrics has no go_memstats_alloc_bytes_total or go_gc_duration_seconds_count", addr)
+	}
+	return alloc, gcs, nil
 }
 
 func running(addr string) int {

@@ -250,10 +250,11 @@ func (r *Runtime) listPods(ctx context.Context, sf *runtimeapi.PodSandboxFilter,
 	var l podList
 	if dst != nil {
 		l = *dst
-		if cap(l.objects) < n {
-			// The pods' slices point into the old objects: both go.
-			l.objects = make([]runtime.Container, n)
-			l.block = nil
+		if cap(l.objects) < n || cap(l.objects) > 4*n+64 {
+			// Too small, or kept from a node that ran far more pods: new
+			// memory, all of it, as the pods' slices point into the
+			// objects and the map never shrinks.
+			l = podList{objects: make([]runtime.Container, n)}
 		}
 		// What a longer list left past n would keep its strings alive.
 		clear(l.objects[n:cap(l.objects)])
@@ -300,6 +301,7 @@ func (r *Runtime) listPods(ctx context.Context, sf *runtimeapi.PodSandboxFilter,
 			return nil, fmt.Errorf("cri: get pods: sandbox %s: %d label values for %d keys: %w", s.ID, len(s.Labels), len(r.sandboxKeys.Labels), runtime.ErrInvalidResponse)
 		}
 		if s.Labels[0] == "" {
+			l.objects[i] = runtime.Container{}
 			continue
 		}
 		c := &l.objects[i]
@@ -319,6 +321,7 @@ func (r *Runtime) listPods(ctx context.Context, sf *runtimeapi.PodSandboxFilter,
 				s.ID, len(s.Labels), len(s.Annotations), len(r.containerKeys.Labels), len(r.containerKeys.Annotations), runtime.ErrInvalidResponse)
 		}
 		if s.Labels[0] == "" {
+			l.objects[len(sandboxes)+i] = runtime.Container{}
 			continue
 		}
 		c := &l.objects[len(sandboxes)+i]

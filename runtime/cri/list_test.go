@@ -2,8 +2,10 @@ package cri_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -302,6 +304,83 @@ func TestVisitPodsMatchesGetPods(t *testing.T) {
 	if err := rt.VisitPods(cancelled, true, func(*runtime.Pod) { called = true }); err == nil || called {
 		t.Errorf("VisitPods on a cancelled context: %v, fn called %v", err, called)
 	}
+}
+
+// tamperedLists answers the list calls of its runtime with a container
+// that has no metadata appended (bad), or without the sandboxes of one
+// pod (hidden).
+type tamperedLists struct {
+	criapi.RuntimeService
+	bad    bool
+	hidden types.UID
+}
+
+func (l *tamperedLists) ListContainers(ctx context.Context, f *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	cs, err := l.RuntimeService.ListContainers(ctx, f)
+	if l.bad {
+		cs = append(cs, &runtimeapi.Container{Id: "no-metadata", Labels: map[string]string{cri.LabelPodUID: "some-pod"}})
+	}
+	return cs, err
+}
+
+func (l *tamperedLists) ListPodSandbox(ctx context.Context, f *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	sbs, err := l.RuntimeService.ListPodSandbox(ctx, f)
+	return slices.DeleteFunc(sbs, func(sb *runtimeapi.PodSandbox) bool {
+		return l.hidden != "" && sb.GetLabels()[cri.LabelPodUID] == string(l.hidden)
+	}), err
+}
+
+// TestVisitPodsAfterAFailedList: a list that fails half-way through the
+// memory VisitPods reuses (a container without metadata, after the
+// sandboxes were filled in) lends nothing, and leaves nothing of itself
+// in the next list; a pod whose containers are listed without its
+// sandbox is lent as GetPods returns it.
+func TestVisitPodsAfterAFailedList(t *testing.T) {
+	ctx := context.Background()
+	fake, err := fakecri.New(fakecri.Config{Images: []string{"busybox:1.36"}, PodCIDR: "127.64.0.0/10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists := &tamperedLists{RuntimeService: fake}
+	rt, err := cri.New(cri.Config{RuntimeService: lists, ImageService: fake, PodLogsDir: t.TempDir(), PodsDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := rt.SyncPod(ctx, staticPod(i), nil).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(step string, pods int) {
+		t.Helper()
+		want, err := rt.GetPods(ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want) != pods {
+			t.Fatalf("%s: GetPods lists %d pods, want %d", step, len(want), pods)
+		}
+		if diff := cmp.Diff(want, visited(t, rt, true)); diff != "" {
+			t.Errorf("%s: VisitPods (-GetPods +VisitPods):\n%s", step, diff)
+		}
+	}
+	check("three pods", 3)
+
+	lists.bad = true
+	called := false
+	if err := rt.VisitPods(ctx, true, func(*runtime.Pod) { called = true }); !errors.Is(err, runtime.ErrInvalidResponse) || called {
+		t.Errorf("a list with a container without metadata: %v, fn called %v; want ErrInvalidResponse and no call", err, called)
+	}
+	lists.bad = false
+	check("after the failed list", 3)
+
+	lists.hidden = staticPod(1).UID
+	check("a pod listed without its sandbox", 3)
+	if pods, _ := rt.GetPods(ctx, true); len(pods[1].Sandboxes) != 0 || len(pods[1].Containers) != 1 {
+		t.Errorf("the pod without its sandbox: %d sandboxes and %d containers, want 0 and 1", len(pods[1].Sandboxes), len(pods[1].Containers))
+	}
+	lists.hidden = ""
+	check("the sandbox listed again", 3)
 }
 
 // TestGetPodsOverGRPCMatchesInProcess: GetPods through a criclient.Client
