@@ -27,10 +27,11 @@
 //     second and how many garbage collections it made per minute over
 //     the idle window, from go_memstats_alloc_bytes_total and
 //     go_gc_duration_seconds_count on its /metrics, read just before and
-//     just after the window (the first read's own allocation, tens of KB,
-//     counts in);
-//   - peak RSS: VmHWM, the agent's resident set high-water mark over its
-//     whole life (start-up included), read at the end of the run.
+//     just after the window (what the first read allocates once it has
+//     the figures, a few hundred KB, counts in);
+//   - peak RSS: VmHWM, the agent's resident set high-water mark from its
+//     start until the idle window (start-up and settling included), read
+//     before the first /metrics read, which would add its own memory.
 //
 // It builds both as README.md recommends for a small node, statically
 // (CGO_ENABLED=0) and with -tags grpcnotrace, which leaves gRPC's
@@ -257,9 +258,11 @@ func measure(work string, n int, idle time.Duration, relist, profile string, eve
 	if traceFile != "" {
 		go fetch("trace", traceFile, int(idle.Seconds())-5) // done before the agent stops
 	}
-	// The scrapes are outside the schedstat window; what the first one
-	// allocates after it read the Go runtime's figures is in the
-	// allocation rate (tens of KB over the window).
+	// The peak is read before the first /metrics read, whose own memory
+	// (the Go collector's first use) would add to it. The reads are
+	// outside the schedstat window; what the first one allocates after
+	// it read the Go runtime's figures is in the allocation rate.
+	r.peakRSS = peakRSS(pid)
 	allocBefore, gcsBefore, err := goFigures(addr)
 	if err != nil {
 		return result{}, err
@@ -283,7 +286,6 @@ func measure(work string, n int, idle time.Duration, relist, profile string, eve
 	r.wakeups = float64(runsAfter-runsBefore) / window.Seconds()
 	r.allocRate = (allocAfter - allocBefore) / 1000 / window.Seconds()
 	r.gcs = (gcsAfter - gcsBefore) / window.Minutes()
-	r.peakRSS = peakRSS(pid)
 	return r, nil
 }
 
