@@ -15,9 +15,10 @@
 //   - CPU to Running: the agent's utime+stime until then (/proc/PID/stat,
 //     10 ms ticks);
 //   - idle CPU: the CPU time the agent's threads ran during the idle window
-//     (-idle long, starting -settle, 12 s, after all pods run: past the
-//     first log rotation check, 10 s after the start, which asks the
-//     runtime once for each container's log path), as a share of one core:
+//     (-idle long, starting -settle, 12 s, and 2 s more after all pods
+//     run: past the first log rotation check, 10 s after the start, which
+//     asks the runtime once for each container's log path, and the first
+//     read of /metrics), as a share of one core:
 //     the sum over /proc/PID/task/*/schedstat of the nanoseconds run,
 //     which the scheduler counts exactly (utime and stime are sampled at
 //     the tick and miss short wake-ups);
@@ -27,8 +28,9 @@
 //     second and how many garbage collections it made per minute over
 //     the idle window, from go_memstats_alloc_bytes_total and
 //     go_gc_duration_seconds_count on its /metrics, read just before and
-//     just after the window (what the first read allocates once it has
-//     the figures, a few hundred KB, counts in);
+//     just after the window, after a first read 2 s before it that
+//     leaves the Go collector's first use out (what the read before the
+//     window allocates once it has the figures counts in);
 //   - peak RSS: VmHWM, the agent's resident set high-water mark from its
 //     start until the idle window (start-up and settling included), read
 //     before the first /metrics read, which would add its own memory.
@@ -258,11 +260,16 @@ func measure(work string, n int, idle time.Duration, relist, profile string, eve
 	if traceFile != "" {
 		go fetch("trace", traceFile, int(idle.Seconds())-5) // done before the agent stops
 	}
-	// The peak is read before the first /metrics read, whose own memory
-	// (the Go collector's first use) would add to it. The reads are
-	// outside the schedstat window; what the first one allocates after
-	// it read the Go runtime's figures is in the allocation rate.
+	// The peak is read before /metrics is, whose first read (the Go
+	// collector's first use, about a megabyte) would add to it; that
+	// first read is a warm-up, 2 s before the window. The reads are
+	// outside the schedstat window; what the one before it allocates
+	// once it has the figures is in the allocation rate.
 	r.peakRSS = peakRSS(pid)
+	if _, _, err := goFigures(addr); err != nil {
+		return result{}, err
+	}
+	time.Sleep(2 * time.Second)
 	allocBefore, gcsBefore, err := goFigures(addr)
 	if err != nil {
 		return result{}, err
