@@ -6,7 +6,8 @@
 //	go run ./examples/standalone --runtime-endpoint unix:///run/containerd/containerd.sock
 //
 // It serves the node server (package server) on --listen: /healthz, /pods
-// (a v1.PodList with statuses, as the kubelet's /pods), /metrics,
+// (a v1.PodList with statuses, as the kubelet's /pods), /metrics (the
+// agent's metrics with the Go runtime's and the process's, as the kubelet's),
 // /containerLogs, /stats/summary, /exec, /attach, /portForward and the
 // rest, plain HTTP without authentication, with the agent's timeouts and
 // size limits (see package agent). On fakecri, exec of cat and attach
