@@ -64,17 +64,8 @@ func (l lending) VisitPods(ctx context.Context, all bool, fn func(*runtime.Pod))
 		return fmt.Errorf("listing: %w", runtime.ErrUnavailable)
 	}
 	return l.Runtime.(runtime.PodVisitor).VisitPods(ctx, all, func(p *runtime.Pod) {
-		lent := *p
-		lent.Sandboxes, lent.Containers = nil, nil
-		for _, c := range p.Sandboxes {
-			c := *c
-			lent.Sandboxes = append(lent.Sandboxes, &c)
-		}
-		for _, c := range p.Containers {
-			c := *c
-			lent.Containers = append(lent.Containers, &c)
-		}
-		fn(&lent)
+		lent := p.Clone()
+		fn(lent)
 		lent.ID, lent.Name, lent.Namespace = "scribbled", "scribbled", "scribbled"
 		for _, list := range [2][]*runtime.Container{lent.Sandboxes, lent.Containers} {
 			for _, c := range list {

@@ -63,7 +63,8 @@ type Runtime interface {
 // VisitPods lists what GetPods(ctx, all) lists and calls fn with each pod,
 // in the order of their IDs. The *Pod and its containers are the
 // runtime's until fn returns: fn must copy what it keeps beyond the call
-// (strings may be kept, they are not reused) and must not change them.
+// (Pod.Clone; strings may be kept, they are not reused) and must not
+// change them.
 // When VisitPods returns an error, fn has not been called.
 type PodVisitor interface {
 	VisitPods(ctx context.Context, all bool, fn func(*Pod)) error

@@ -87,6 +87,27 @@ type Pod struct {
 // FullName returns "namespace/name".
 func (p *Pod) FullName() string { return p.Namespace + "/" + p.Name }
 
+// Clone returns a copy of p that shares no memory with it but strings,
+// as a caller of PodVisitor.VisitPods makes of a pod it keeps.
+func (p *Pod) Clone() *Pod {
+	cp := *p
+	cp.Sandboxes, cp.Containers = cloneContainers(p.Sandboxes), cloneContainers(p.Containers)
+	return &cp
+}
+
+func cloneContainers(list []*Container) []*Container {
+	if list == nil {
+		return nil
+	}
+	block := make([]Container, len(list))
+	out := make([]*Container, len(list))
+	for i, c := range list {
+		block[i] = *c
+		out[i] = &block[i]
+	}
+	return out
+}
+
 // FindContainer returns the newest container with the given name, or nil.
 func (p *Pod) FindContainer(name string) *Container {
 	var found *Container

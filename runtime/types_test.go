@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -83,5 +85,27 @@ func TestProbeResultString(t *testing.T) {
 		if got := r.String(); got != want {
 			t.Errorf("%d.String() = %q, want %q", int8(r), got, want)
 		}
+	}
+}
+
+// A clone is equal to its pod and shares no container with it: changing
+// the pod afterwards leaves the clone as it was.
+func TestPodClone(t *testing.T) {
+	p := &runtime.Pod{ID: "uid", Name: "p", Namespace: "ns", CreatedAt: time.Unix(5, 0),
+		Sandboxes:  []*runtime.Container{{ID: runtime.ContainerID{Type: "fake", ID: "s"}, State: runtime.ContainerStateRunning}},
+		Containers: []*runtime.Container{{ID: runtime.ContainerID{Type: "fake", ID: "a"}, Name: "a", Hash: 7}, {ID: runtime.ContainerID{Type: "fake", ID: "b"}, Name: "b"}}}
+	c := p.Clone()
+	if diff := cmp.Diff(p, c); diff != "" {
+		t.Fatalf("clone (-pod +clone):\n%s", diff)
+	}
+	if c.Sandboxes[0] == p.Sandboxes[0] || c.Containers[0] == p.Containers[0] || c.Containers[1] == p.Containers[1] {
+		t.Fatal("the clone shares containers with its pod")
+	}
+	p.Name, p.Sandboxes[0].State, p.Containers[1].ID.ID, p.Containers[0] = "q", runtime.ContainerStateExited, "z", &runtime.Container{Name: "x"}
+	if c.Name != "p" || c.Sandboxes[0].State != runtime.ContainerStateRunning || c.Containers[1].ID.ID != "b" || c.Containers[0].Name != "a" || c.Containers[0].Hash != 7 {
+		t.Errorf("the clone changed with its pod: %+v, %+v %+v %+v", c, *c.Sandboxes[0], *c.Containers[0], *c.Containers[1])
+	}
+	if empty := (&runtime.Pod{ID: "e"}).Clone(); empty.Sandboxes != nil || empty.Containers != nil {
+		t.Errorf("a pod without containers cloned into %+v", empty)
 	}
 }
