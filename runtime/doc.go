@@ -27,7 +27,7 @@
 // and callers own what they receive. The one exception is the optional
 // PodVisitor, whose pods are lent to a function for the length of the call
 // and reused by the next list, so that a caller listing every second does
-// not allocate every pod anew.
+// not allocate every pod anew (Pod.Clone copies one to keep).
 //
 // # Shared types
 //
