@@ -26,8 +26,8 @@
 //     the idle window, per second (the same files' run counts);
 //   - allocated and GCs/min: what the agent's Go heap allocated per
 //     second and how many garbage collections it made per minute over
-//     the idle window, from go_memstats_alloc_bytes_total and
-//     go_gc_duration_seconds_count on its /metrics, read just before and
+//     the idle window, from go_memstats_alloc_bytes_total and the count
+//     of go_gc_duration_seconds on its /metrics, read just before and
 //     just after the window, after a first read 2 s before it that
 //     leaves the Go collector's first use out (what the read before the
 //     window allocates once it has the figures counts in);
@@ -57,7 +57,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -73,6 +72,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -336,41 +337,23 @@ func stop(c *exec.Cmd) {
 
 // goFigures reads from the agent's /metrics the bytes its Go heap has
 // allocated (go_memstats_alloc_bytes_total) and the garbage collections
-// it has made (go_gc_duration_seconds_count).
+// it has made (the count of go_gc_duration_seconds).
 func goFigures(addr string) (alloc, gcs float64, err error) {
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		return 0, 0, err
 	}
 	defer resp.Body.Close()
-	found := 0
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			continue
-		}
-		switch name {
-		case "go_memstats_alloc_bytes_total":
-			alloc, err = strconv.ParseFloat(value, 64)
-		case "go_gc_duration_seconds_count":
-			gcs, err = strconv.ParseFloat(value, 64)
-		default:
-			continue
-		}
-		if err != nil {
-			return 0, 0, fmt.Errorf("%s/metrics: %s: %w", addr, name, err)
-		}
-		found++
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s/metrics: %w", addr, err)
 	}
-	if err := sc.Err(); err != nil {
-		return 0, 0, err
+	allocs, collections := fams["go_memstats_alloc_bytes_total"], fams["go_gc_duration_seconds"]
+	if len(allocs.GetMetric()) != 1 || len(collections.GetMetric()) != 1 {
+		return 0, 0, fmt.Errorf("%s/metrics has no go_memstats_alloc_bytes_total or go_gc_duration_seconds", addr)
 	}
-	if found != 2 {
-		return 0, 0, fmt.Errorf("%s/metrics has no go_memstats_alloc_bytes_total or go_gc_duration_seconds_count", addr)
-	}
-	return alloc, gcs, nil
+	return allocs.GetMetric()[0].GetCounter().GetValue(), float64(collections.GetMetric()[0].GetSummary().GetSampleCount()), nil
 }
 
 func running(addr string) int {

@@ -1,13 +1,13 @@
 package cri
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -169,7 +169,7 @@ func (r *Runtime) Status(ctx context.Context) (*runtime.Status, error) {
 // listed.
 func (r *Runtime) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error) {
 	sf, cf := podFilters(all)
-	return r.listPods(ctx, sf, cf, nil)
+	return r.listPods(ctx, sf, cf, &podList{})
 }
 
 // VisitPods implements runtime.PodVisitor: it lists as GetPods does, into
@@ -178,7 +178,7 @@ func (r *Runtime) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
 // into new memory instead.
 func (r *Runtime) VisitPods(ctx context.Context, all bool, fn func(*runtime.Pod)) error {
 	sf, cf := podFilters(all)
-	var dst *podList
+	dst := &podList{}
 	if r.visitMu.TryLock() {
 		defer r.visitMu.Unlock()
 		dst = &r.visitList
@@ -203,24 +203,63 @@ func podFilters(all bool) (*runtimeapi.PodSandboxFilter, *runtimeapi.ContainerFi
 		&runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}
 }
 
-// podList is the memory of one list of pods, kept to be listed into
-// again: the sandboxes and containers, the pods (each with its two
-// slices), the pods by UID, and the result.
+// podList is the memory of one list of pods, which a later list may be
+// made into again: the sandboxes and containers, the pods (each with its
+// two slices), each pod's place in the block by UID, and the result.
 type podList struct {
 	objects []runtime.Container
 	block   []runtime.Pod
-	byUID   map[types.UID]*runtime.Pod
+	byUID   map[types.UID]int
 	out     []*runtime.Pod
 }
 
+// reset readies l for a list of so many sandboxes and containers. The
+// objects are allocated in one block, exactly; the pods in another, for
+// one per sandbox, which a container without a listed sandbox can
+// outgrow: the block may then move, so the pods are found by their place
+// in it, and pointed to only once it is complete. Memory made for more
+// than four times the objects listed (a node that ran far more pods) is
+// let go, all of it, as a map never shrinks.
+func (l *podList) reset(sandboxes, containers int) {
+	n := sandboxes + containers
+	if cap(l.objects) < n || cap(l.objects) > 4*n+64 {
+		*l = podList{objects: make([]runtime.Container, n), block: make([]runtime.Pod, 0, sandboxes), byUID: make(map[types.UID]int, sandboxes)}
+		return
+	}
+	// What a longer list left past n would keep its strings alive.
+	clear(l.objects[n:cap(l.objects)])
+	l.objects = l.objects[:n]
+	l.block = l.block[:0]
+	clear(l.byUID)
+	l.out = l.out[:0]
+}
+
+// pod returns the listed pod of the labels (UID, name, namespace), valid
+// until the next call, taking the next slot of the block for a new one;
+// a slot used by an earlier list keeps its slices' memory.
+func (l *podList) pod(labels []string) *runtime.Pod {
+	uid := types.UID(labels[0])
+	if i, ok := l.byUID[uid]; ok {
+		return &l.block[i]
+	}
+	if len(l.block) < cap(l.block) {
+		l.block = l.block[:len(l.block)+1]
+	} else {
+		l.block = append(l.block, runtime.Pod{})
+	}
+	p := &l.block[len(l.block)-1]
+	*p = runtime.Pod{ID: uid, Name: labels[1], Namespace: labels[2], Sandboxes: p.Sandboxes[:0], Containers: p.Containers[:0]}
+	l.byUID[uid] = len(l.block) - 1
+	return p
+}
+
 // listPods groups the sandboxes and containers the filters select by
-// their pod UID label. It lists in brief (criclient.ListPodSandboxBrief),
+// their pod UID label, into l's memory: the result is valid until the
+// next list into l. It lists in brief (criclient.ListPodSandboxBrief),
 // so that a relist decodes no label or annotation map: a *criclient.Client
 // decodes only the three pod labels and the container hash from the
-// wire; another RuntimeService is listed in full and projected. With dst
-// it builds the pods in dst's memory (the result is then valid until the
-// next list into dst), else in new memory the caller owns.
-func (r *Runtime) listPods(ctx context.Context, sf *runtimeapi.PodSandboxFilter, cf *runtimeapi.ContainerFilter, dst *podList) ([]*runtime.Pod, error) {
+// wire; another RuntimeService is listed in full and projected.
+func (r *Runtime) listPods(ctx context.Context, sf *runtimeapi.PodSandboxFilter, cf *runtimeapi.ContainerFilter, l *podList) ([]*runtime.Pod, error) {
 	typ, err := r.runtimeType(ctx)
 	if err != nil {
 		return nil, err
@@ -240,61 +279,7 @@ func (r *Runtime) listPods(ctx context.Context, sf *runtimeapi.PodSandboxFilter,
 	if err != nil {
 		return nil, fmt.Errorf("cri: get pods: %w", err)
 	}
-	// The pods and their containers are allocated in two blocks, not one
-	// by one: the containers exactly; the pods, in new memory, for one per
-	// sandbox, which a container without a listed sandbox can outgrow
-	// (append then moves the later pods to a new block; the earlier stay
-	// where the map points); in dst, for one per object, which no list
-	// outgrows.
-	n := len(sandboxes) + len(containers)
-	var l podList
-	if dst != nil {
-		l = *dst
-		if cap(l.objects) < n || cap(l.objects) > 4*n+64 {
-			// Too small, or kept from a node that ran far more pods: new
-			// memory, all of it, as the pods' slices point into the
-			// objects and the map never shrinks.
-			l = podList{objects: make([]runtime.Container, n)}
-		}
-		// What a longer list left past n would keep its strings alive.
-		clear(l.objects[n:cap(l.objects)])
-		l.objects = l.objects[:n]
-		if cap(l.block) < n {
-			l.block = make([]runtime.Pod, 0, n)
-		}
-		l.block = l.block[:0]
-		if l.byUID == nil {
-			l.byUID = make(map[types.UID]*runtime.Pod, len(sandboxes))
-		}
-		clear(l.byUID)
-		l.out = l.out[:0]
-		defer func() { *dst = l }()
-	} else {
-		l = podList{
-			objects: make([]runtime.Container, n),
-			block:   make([]runtime.Pod, 0, len(sandboxes)),
-			byUID:   make(map[types.UID]*runtime.Pod, len(sandboxes)),
-		}
-	}
-	pod := func(labels []string) *runtime.Pod {
-		uid := types.UID(labels[0])
-		p := l.byUID[uid]
-		if p != nil {
-			return p
-		}
-		if len(l.block) < cap(l.block) {
-			// A slot of an earlier list into dst keeps its slices'
-			// memory; a new block's slots have none.
-			l.block = l.block[:len(l.block)+1]
-			p = &l.block[len(l.block)-1]
-			*p = runtime.Pod{ID: uid, Name: labels[1], Namespace: labels[2], Sandboxes: p.Sandboxes[:0], Containers: p.Containers[:0]}
-		} else {
-			l.block = append(l.block, runtime.Pod{ID: uid, Name: labels[1], Namespace: labels[2]})
-			p = &l.block[len(l.block)-1]
-		}
-		l.byUID[uid] = p
-		return p
-	}
+	l.reset(len(sandboxes), len(containers))
 	for i := range sandboxes {
 		s := &sandboxes[i]
 		if len(s.Labels) != len(r.sandboxKeys.Labels) {
@@ -308,7 +293,7 @@ func (r *Runtime) listPods(ctx context.Context, sf *runtimeapi.PodSandboxFilter,
 		if err := criclient.FromBriefSandbox(typ, s, c); err != nil {
 			return nil, err
 		}
-		p := pod(s.Labels)
+		p := l.pod(s.Labels)
 		p.Sandboxes = append(p.Sandboxes, c)
 		if c.CreatedAt.After(p.CreatedAt) {
 			p.CreatedAt = c.CreatedAt
@@ -329,16 +314,14 @@ func (r *Runtime) listPods(ctx context.Context, sf *runtimeapi.PodSandboxFilter,
 			return nil, err
 		}
 		c.Hash, _ = strconv.ParseUint(s.Annotations[0], 16, 64)
-		p := pod(s.Labels)
+		p := l.pod(s.Labels)
 		p.Containers = append(p.Containers, c)
 	}
-	if l.out == nil {
-		l.out = make([]*runtime.Pod, 0, len(l.byUID))
+	l.out = slices.Grow(l.out, len(l.block))
+	for i := range l.block {
+		l.out = append(l.out, &l.block[i])
 	}
-	for _, p := range l.byUID {
-		l.out = append(l.out, p)
-	}
-	slices.SortFunc(l.out, func(a, b *runtime.Pod) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	slices.SortFunc(l.out, func(a, b *runtime.Pod) int { return cmp.Compare(a.ID, b.ID) })
 	return l.out, nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
@@ -62,4 +63,34 @@ func ExampleComputePodActions() {
 	a := cri.ComputePodActions(pod, observed, nil)
 	fmt.Println(a.CreateSandbox, a.SandboxID, a.InitContainersToStart, a.ContainersToStart)
 	// Output: false sb1 [] [0]
+}
+
+// VisitPods lends each listed pod for the length of the call, in memory
+// the next list reuses, as the generic PLEG relists every second; a pod
+// kept beyond the call is cloned.
+func ExampleRuntime_VisitPods() {
+	ctx := context.Background()
+	fake, _ := fakecri.New(fakecri.Config{})
+	logs, _ := os.MkdirTemp("", "cri-example-")
+	defer os.RemoveAll(logs)
+	rt, _ := cri.New(cri.Config{RuntimeService: fake, ImageService: fake, PodLogsDir: logs})
+	for _, name := range []string{"a", "b"} {
+		pod := &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
+			Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox:1.36"}}},
+		}
+		rt.SyncPod(ctx, pod, nil)
+	}
+	var kept *runtime.Pod
+	err := rt.VisitPods(ctx, true, func(p *runtime.Pod) {
+		fmt.Println(p.FullName(), len(p.Sandboxes), "sandbox,", len(p.Containers), "container")
+		if p.Name == "b" {
+			kept = p.Clone()
+		}
+	})
+	fmt.Println(err, kept.FullName())
+	// Output:
+	// default/a 1 sandbox, 1 container
+	// default/b 1 sandbox, 1 container
+	// <nil> default/b
 }

@@ -61,7 +61,7 @@ func (r *Runtime) KillPod(ctx context.Context, pod *v1.Pod, runningPod *runtime.
 // many pods does not list every pod on the node each time.
 func (r *Runtime) findPod(ctx context.Context, uid types.UID) (*runtime.Pod, error) {
 	sel := map[string]string{LabelPodUID: string(uid)}
-	pods, err := r.listPods(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel}, &runtimeapi.ContainerFilter{LabelSelector: sel}, nil)
+	pods, err := r.listPods(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel}, &runtimeapi.ContainerFilter{LabelSelector: sel}, &podList{})
 	if err != nil {
 		return nil, err
 	}
