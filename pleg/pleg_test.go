@@ -87,10 +87,9 @@ type env struct {
 }
 
 // newEnv relists through runtime.PodVisitor, as the agent does on
-// runtime/cri; newEnvListing through GetPods, as on a runtime without it.
+// runtime/cri; newEnvMode with visit false through GetPods, as on a
+// runtime without it.
 func newEnv(t *testing.T, buffer int) *env { t.Helper(); return newEnvMode(t, buffer, true) }
-
-func newEnvListing(t *testing.T, buffer int) *env { t.Helper(); return newEnvMode(t, buffer, false) }
 
 func newEnvMode(t *testing.T, buffer int, visit bool) *env {
 	t.Helper()
@@ -143,7 +142,7 @@ func (e *env) drain() []string {
 // runtime.PodVisitor and on one that relists through GetPods.
 func forEachListing(t *testing.T, buffer int, test func(t *testing.T, e *env)) {
 	t.Run("visit", func(t *testing.T) { test(t, newEnv(t, buffer)) })
-	t.Run("list", func(t *testing.T) { test(t, newEnvListing(t, buffer)) })
+	t.Run("list", func(t *testing.T) { test(t, newEnvMode(t, buffer, false)) })
 }
 
 func TestRelistEvents(t *testing.T) {
