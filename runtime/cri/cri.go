@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -271,11 +272,37 @@ func (r *Runtime) listPods(ctx context.Context, sf *runtimeapi.PodSandboxFilter,
 		defer r.listMu.Unlock()
 		buf = &r.listBuf
 	}
+	// The containers are asked for while the sandboxes are: a list then
+	// waits for one round trip to the runtime instead of two, and its
+	// goroutines hand over to each other (and wake threads) less often.
+	// A container and its sandbox may be listed in either order; as with
+	// one list after the other, a container whose sandbox came or went in
+	// between can be listed without it.
+	var (
+		containers []criclient.BriefContainer
+		cerr       error
+		cpanic     any
+		done       = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		defer func() {
+			// Raised again in the caller, which may recover it (a pod
+			// worker does).
+			if p := recover(); p != nil {
+				cpanic = fmt.Sprintf("%v\n\n%s", p, debug.Stack())
+			}
+		}()
+		containers, cerr = criclient.ListContainersBrief(ctx, r.rs, cf, r.containerKeys, buf)
+	}()
 	sandboxes, err := criclient.ListPodSandboxBrief(ctx, r.rs, sf, r.sandboxKeys, buf)
-	if err != nil {
-		return nil, fmt.Errorf("cri: get pods: %w", err)
+	<-done
+	if cpanic != nil {
+		panic(cpanic)
 	}
-	containers, err := criclient.ListContainersBrief(ctx, r.rs, cf, r.containerKeys, buf)
+	if err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cri: get pods: %w", err)
 	}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -418,3 +420,124 @@ func TestGetPodsOverGRPCMatchesInProcess(t *testing.T) {
 // fullLists hides the brief lists of a Client, so that Runtime takes the
 // full path.
 type fullLists struct{ criapi.RuntimeService }
+
+// overlappingLists, once armed, answers a sandbox or container list only
+// when the other kind was asked for too (bounded at 10 s, then it fails),
+// and can fail or panic either kind.
+type overlappingLists struct {
+	criapi.RuntimeService
+	armed                 bool
+	sandboxes, containers chan struct{}
+	sandboxErr            error
+	containerPanic        any
+}
+
+func newOverlappingLists(rs criapi.RuntimeService) *overlappingLists {
+	return &overlappingLists{RuntimeService: rs, sandboxes: make(chan struct{}), containers: make(chan struct{})}
+}
+
+// meet says that this kind was asked for, and waits for the other.
+func (l *overlappingLists) meet(mine, other chan struct{}) error {
+	if !l.armed {
+		return nil
+	}
+	close(mine)
+	select {
+	case <-other:
+		return nil
+	case <-time.After(10 * time.Second):
+		return errors.New("the other list was not asked for within 10 s")
+	}
+}
+
+func (l *overlappingLists) ListPodSandbox(ctx context.Context, f *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	if err := l.meet(l.sandboxes, l.containers); err != nil {
+		return nil, err
+	}
+	if l.sandboxErr != nil {
+		return nil, l.sandboxErr
+	}
+	return l.RuntimeService.ListPodSandbox(ctx, f)
+}
+
+func (l *overlappingLists) ListContainers(ctx context.Context, f *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	if err := l.meet(l.containers, l.sandboxes); err != nil {
+		return nil, err
+	}
+	if l.containerPanic != nil {
+		panic(l.containerPanic)
+	}
+	return l.RuntimeService.ListContainers(ctx, f)
+}
+
+// TestListsSandboxesAndContainersAtOnce: GetPods and VisitPods ask for
+// the sandboxes and the containers at the same time (a runtime that
+// answers neither until it was asked for both still answers them); an
+// error of either list is GetPods's error; a panic while listing the
+// containers is raised again in the caller's goroutine, where a pod
+// worker's recover catches it, not in one of its own that would end the
+// process.
+func TestListsSandboxesAndContainersAtOnce(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		visit   bool
+		tamper  func(*overlappingLists)
+		wantErr string
+		panics  string
+	}{
+		{name: "GetPods"},
+		{name: "VisitPods", visit: true},
+		{name: "a sandbox list that fails", tamper: func(l *overlappingLists) { l.sandboxErr = errors.New("sandboxes unavailable") }, wantErr: "sandboxes unavailable"},
+		{name: "a container list that panics", tamper: func(l *overlappingLists) { l.containerPanic = "decoder bug" }, panics: "decoder bug"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake, err := fakecri.New(fakecri.Config{Images: []string{"busybox:1.36"}, PodCIDR: "127.64.0.0/10"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lists := newOverlappingLists(fake)
+			rt, err := cri.New(cri.Config{RuntimeService: lists, ImageService: fake, PodLogsDir: t.TempDir(), PodsDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 2 {
+				if err := rt.SyncPod(ctx, staticPod(i), nil).Error(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lists.armed = true
+			if tc.tamper != nil {
+				tc.tamper(lists)
+			}
+			var pods int
+			var recovered any
+			func() {
+				defer func() { recovered = recover() }()
+				if tc.visit {
+					err = rt.VisitPods(ctx, true, func(*runtime.Pod) { pods++ })
+					return
+				}
+				var got []*runtime.Pod
+				got, err = rt.GetPods(ctx, true)
+				pods = len(got)
+			}()
+			switch {
+			case tc.panics != "":
+				if s, _ := recovered.(string); !strings.Contains(s, tc.panics) || !strings.Contains(s, "ListContainers") {
+					t.Fatalf("recovered %v, want the panic %q with the stack of the container list", recovered, tc.panics)
+				}
+			case recovered != nil:
+				t.Fatalf("panic: %v", recovered)
+			case tc.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one with %q", err, tc.wantErr)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case pods != 2:
+				t.Fatalf("listed %d pods, want 2", pods)
+			}
+		})
+	}
+}

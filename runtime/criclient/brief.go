@@ -66,7 +66,9 @@ type BriefContainer struct {
 // values that share its memory: pass the same buffer again only once the
 // values of the last call are no longer used. It keeps the memory of the
 // largest list it served. The zero value is ready; a nil *BriefBuffer
-// makes every call allocate. Not safe for concurrent use.
+// makes every call allocate. A sandbox list and a container list may use
+// one buffer at the same time (each kind has memory of its own); two
+// lists of the same kind may not.
 type BriefBuffer struct {
 	sandboxes  listBuf[BriefSandbox]
 	containers listBuf[BriefContainer]
@@ -232,7 +234,7 @@ func (c *Client) ListPodSandboxBrief(ctx context.Context, f *runtimeapi.PodSandb
 	if buf != nil {
 		lb = &buf.sandboxes
 	}
-	d := &briefDecoder[BriefSandbox]{scratch: &c.scratch, decode: func(b []byte) ([]BriefSandbox, error) {
+	d := &briefDecoder[BriefSandbox]{scratch: &c.sandboxScratch, decode: func(b []byte) ([]BriefSandbox, error) {
 		if !c.sandboxStrings.mu.TryLock() {
 			return decodeList(b, keys, nil, lb, decodeSandbox)
 		}
@@ -257,7 +259,7 @@ func (c *Client) ListContainersBrief(ctx context.Context, f *runtimeapi.Containe
 	if buf != nil {
 		lb = &buf.containers
 	}
-	d := &briefDecoder[BriefContainer]{scratch: &c.scratch, decode: func(b []byte) ([]BriefContainer, error) {
+	d := &briefDecoder[BriefContainer]{scratch: &c.containerScratch, decode: func(b []byte) ([]BriefContainer, error) {
 		if !c.containerStrings.mu.TryLock() {
 			return decodeList(b, keys, nil, lb, decodeContainer)
 		}
@@ -309,9 +311,10 @@ type lockedInterner struct {
 // buffer of its own.
 const maxScratch = 4 << 20
 
-// scratch is a Client's buffer for a brief list's response that gRPC
-// received in several pieces (one per HTTP/2 data frame). Reusing it
-// spares a fresh, zeroed buffer per list. The zero value is ready; safe
+// scratch is a Client's buffer for one kind of brief list's response
+// that gRPC received in several pieces (one per HTTP/2 data frame), one
+// for each kind, as a sandbox list and a container list may be decoded
+// at the same time. Reusing it spares a fresh, zeroed buffer per list. The zero value is ready; safe
 // for concurrent use (a list that finds it taken makes its own).
 type scratch struct {
 	mu  sync.Mutex

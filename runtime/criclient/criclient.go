@@ -61,9 +61,9 @@ type Client struct {
 	is       runtimeapi.ImageServiceClient
 	cfg      dialConfig
 	version  *runtimeapi.VersionResponse
-	// scratch and the interners are reused by the brief lists (see
-	// BriefLister).
-	scratch                          scratch
+	// The scratch buffers and the interners are reused by the brief
+	// lists (see BriefLister), one of each for each kind of list.
+	sandboxScratch, containerScratch scratch
 	sandboxStrings, containerStrings lockedInterner
 }
 
