@@ -217,6 +217,20 @@ func TestGCPercent(t *testing.T) {
 	}
 }
 
+func TestMaxProcs(t *testing.T) {
+	for env, want := range map[string]int{"": DefaultMaxProcs, "0": 0, "4": 0, "1": 0} {
+		getenv := func(k string) string {
+			if k == "GOMAXPROCS" {
+				return env
+			}
+			return ""
+		}
+		if got := maxProcs(getenv); got != want {
+			t.Errorf("GOMAXPROCS=%q: maxProcs %d, want %d", env, got, want)
+		}
+	}
+}
+
 // /metrics carries the Go runtime's and the process's figures beside the
 // agent's, which hack/benchagent reads.
 func TestMetricsCarryGoRuntimeFigures(t *testing.T) {

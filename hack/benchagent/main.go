@@ -42,10 +42,12 @@
 // the standalone's default (50) unless GOGC is set in the environment,
 // which the agent inherits (GOGC=100 for Go's default).
 //
-// -procs N runs the agent with GOMAXPROCS=N (the header says which):
-// with fewer Go processors than CPUs, a goroutine that readies another
-// wakes no second thread to run it; compare a run with -procs 1 beside
-// one without to see what that saves an idle agent.
+// -procs N runs the agent with GOMAXPROCS=N (the header says which);
+// without it the agent runs with the standalone's default, 1, unless
+// GOMAXPROCS is set in the environment. With fewer Go processors than
+// CPUs, a goroutine that readies another wakes no second thread to run
+// it; compare a run with -procs set to the CPUs (Go's default) beside one
+// without to see what that saves an idle agent.
 //
 // -profile FILE writes a CPU profile of the agent (first run only):
 // -profile-idle takes it over the idle window (that run's idle figures
@@ -101,7 +103,7 @@ func main() {
 	flag.StringVar(&traceFile, "trace", "", "write an execution trace of the agent over the idle window to this file (first run only)")
 	flag.BoolVar(&table, "table", true, "run the agent with its live pod table (false: --quiet)")
 	flag.DurationVar(&settle, "settle", 12*time.Second, "how long after all pods run the idle window starts")
-	flag.IntVar(&procs, "procs", 0, "run the agent with GOMAXPROCS set to this (0: as the environment says, else Go's default)")
+	flag.IntVar(&procs, "procs", 0, "run the agent with GOMAXPROCS set to this (0: as the environment says, else the standalone's default, 1)")
 	tags := flag.String("tags", "grpcnotrace", "build tags of the agent and fakecri")
 	cgo := flag.Bool("cgo", false, "build with cgo (dynamically linked against libc)")
 	flag.Parse()
@@ -128,7 +130,7 @@ func main() {
 	}
 	commit, _ := exec.Command("git", "log", "-1", "--format=%h %s").Output()
 	fmt.Printf("commit %s", commit)
-	agentProcs := "Go's default"
+	agentProcs := "1 (the standalone's default)"
 	if procs > 0 {
 		agentProcs = fmt.Sprint(procs)
 	} else if v := os.Getenv("GOMAXPROCS"); v != "" {
