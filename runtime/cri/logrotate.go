@@ -106,7 +106,8 @@ type LogRotatorConfig struct {
 // container is listed as running; the runtime is asked again only when a
 // log has grown past MaxSize, to check that its container still runs
 // before the rotation. A check of unchanged containers thus costs one
-// list call and a stat per log.
+// list call and a stat per log; Run lists into the memory of its last
+// listing (TestLogRotatorRunListsIntoTheSameMemory).
 type LogRotator struct {
 	cfg LogRotatorConfig
 	log logr.Logger
@@ -116,6 +117,15 @@ type LogRotator struct {
 	mu    sync.Mutex
 	busy  map[string]bool
 	paths map[string]string
+}
+
+// listMemory is the memory that one caller's listings of the running
+// containers reuse from one to the next (Run keeps one for its loop):
+// the brief list's buffer, the IDs and the set of them.
+type listMemory struct {
+	buf     criclient.BriefBuffer
+	ids     []string
+	running map[string]bool
 }
 
 // NewLogRotator checks and defaults cfg. It starts nothing and does no
@@ -176,6 +186,7 @@ func (r *LogRotator) Run(ctx context.Context) error {
 		})
 	}
 	defer wg.Wait()
+	var mem listMemory
 	t := r.cfg.Clock.NewTicker(r.cfg.Period)
 	defer t.Stop()
 	for {
@@ -183,7 +194,7 @@ func (r *LogRotator) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C():
-			ids, err := r.running(ctx)
+			ids, err := r.running(ctx, &mem)
 			if err != nil {
 				if ctx.Err() == nil {
 					r.log.Error(err, "rotating container logs")
@@ -203,7 +214,7 @@ func (r *LogRotator) Run(ctx context.Context) error {
 // the failure of one container is logged and the others are still
 // handled.
 func (r *LogRotator) RotateLogs(ctx context.Context) error {
-	ids, err := r.running(ctx)
+	ids, err := r.running(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -224,14 +235,31 @@ func (r *LogRotator) RotateLogs(ctx context.Context) error {
 // running lists the IDs of the running containers: in brief (only IDs
 // and states decoded) when the runtime is a criclient.BriefLister, as
 // *criclient.Client is. The log paths of containers no longer running
-// are forgotten.
-func (r *LogRotator) running(ctx context.Context) ([]string, error) {
+// are forgotten. With mem, the listing is made in its memory, and the
+// IDs returned are valid until the next listing in it; without, in new
+// memory.
+func (r *LogRotator) running(ctx context.Context, mem *listMemory) ([]string, error) {
 	filter := &runtimeapi.ContainerFilter{
 		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
 	}
-	var ids []string
+	var (
+		buf     *criclient.BriefBuffer
+		ids     []string
+		running map[string]bool
+	)
+	if mem != nil {
+		buf, ids, running = &mem.buf, mem.ids[:0], mem.running
+		defer func() {
+			// Memory made for far more containers than run now is let
+			// go: a map never shrinks.
+			if cap(ids) > 4*max(len(ids), 64) {
+				ids, running = nil, nil
+			}
+			mem.ids, mem.running = ids, running
+		}()
+	}
 	if bl, ok := r.cfg.Runtime.(criclient.BriefLister); ok {
-		cs, err := bl.ListContainersBrief(ctx, filter, criclient.ListKeys{}, nil)
+		cs, err := bl.ListContainersBrief(ctx, filter, criclient.ListKeys{}, buf)
 		if err != nil {
 			return nil, fmt.Errorf("cri: log rotation: listing containers: %w", err)
 		}
@@ -251,7 +279,10 @@ func (r *LogRotator) running(ctx context.Context) ([]string, error) {
 			}
 		}
 	}
-	running := make(map[string]bool, len(ids))
+	if running == nil {
+		running = make(map[string]bool, len(ids))
+	}
+	clear(running)
 	for _, id := range ids {
 		running[id] = true
 	}

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -372,14 +373,19 @@ func TestNewLogRotatorRejectsBadConfig(t *testing.T) {
 type briefLogRuntime struct {
 	*logRuntime
 	briefCalls int
+	// bufs are the buffers the brief lists were given, in order.
+	bufs []*criclient.BriefBuffer
 }
 
 func (b *briefLogRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
 	return nil, errors.New("the full list was asked of a runtime that lists in brief")
 }
 
-func (b *briefLogRuntime) ListContainersBrief(ctx context.Context, f *runtimeapi.ContainerFilter, _ criclient.ListKeys, _ *criclient.BriefBuffer) ([]criclient.BriefContainer, error) {
+func (b *briefLogRuntime) ListContainersBrief(ctx context.Context, f *runtimeapi.ContainerFilter, _ criclient.ListKeys, buf *criclient.BriefBuffer) ([]criclient.BriefContainer, error) {
+	b.mu.Lock()
 	b.briefCalls++
+	b.bufs = append(b.bufs, buf)
+	b.mu.Unlock()
 	cs, err := b.logRuntime.ListContainers(ctx, f)
 	var out []criclient.BriefContainer
 	for _, c := range cs {
@@ -691,5 +697,79 @@ func TestNewLogRotatorRejectsNegativeWorkers(t *testing.T) {
 	_, err := cri.NewLogRotator(cri.LogRotatorConfig{Runtime: newLogRuntime(), MaxWorkers: -1})
 	if err == nil || !strings.Contains(err.Error(), "MaxWorkers") {
 		t.Errorf("error %v, want one naming MaxWorkers", err)
+	}
+}
+
+// TestLogRotatorRunListsIntoTheSameMemory: Run's listings reuse one
+// buffer (and their IDs and set of IDs) from one period to the next, and
+// still forget the log path of a container that stopped; RotateLogs,
+// which may run beside Run, lists into memory of its own.
+func TestLogRotatorRunListsIntoTheSameMemory(t *testing.T) {
+	dir := t.TempDir()
+	rt := &briefLogRuntime{logRuntime: newLogRuntime()}
+	for _, id := range []string{"c1", "c2"} {
+		rt.add(id, filepath.Join(dir, id+".log"), runtimeapi.ContainerState_CONTAINER_RUNNING)
+		writeFile(t, filepath.Join(dir, id+".log"), "small")
+	}
+	clk := clocktesting.NewFakeClock(rotateStart)
+	r := newRotator(t, rt, clk, 1<<20, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !clk.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("Run never waited on the clock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// period steps the clock by a period and waits until Run listed for
+	// the nth time and the runtime was asked statuses times in all.
+	period := func(step string, n, statuses int) {
+		t.Helper()
+		clk.Step(cri.DefaultLogRotatePeriod)
+		for i := 0; ; i++ {
+			rt.mu.Lock()
+			lists, asked := len(rt.bufs), rt.statusCalls
+			rt.mu.Unlock()
+			if lists == n && asked == statuses {
+				return
+			}
+			if lists > n || asked > statuses || time.Now().After(deadline) || i > 10000 {
+				t.Fatalf("%s: %d lists and %d statuses asked, want %d and %d", step, lists, asked, n, statuses)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	period("first period", 1, 2)
+	rt.add("c2", filepath.Join(dir, "c2.log"), runtimeapi.ContainerState_CONTAINER_EXITED)
+	rt.add("c3", filepath.Join(dir, "c3.log"), runtimeapi.ContainerState_CONTAINER_RUNNING)
+	writeFile(t, filepath.Join(dir, "c3.log"), "small")
+	period("c2 stopped, c3 started", 2, 3)
+	rt.add("c2", filepath.Join(dir, "c2.log"), runtimeapi.ContainerState_CONTAINER_RUNNING)
+	period("c2 running again: its path was forgotten", 3, 4)
+
+	rt.mu.Lock()
+	bufs := slices.Clone(rt.bufs)
+	rt.mu.Unlock()
+	for _, b := range bufs {
+		if b == nil || b != bufs[0] {
+			t.Fatalf("Run's listings were given buffers %v; want one, the same each time", bufs)
+		}
+	}
+	if err := r.RotateLogs(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rt.mu.Lock()
+	last := rt.bufs[len(rt.bufs)-1]
+	rt.mu.Unlock()
+	if last == bufs[0] {
+		t.Error("RotateLogs listed into Run's buffer")
 	}
 }
