@@ -10,7 +10,11 @@
 //     before it is read. An empty file, or one holding only comments, is
 //     reported as such; a manifest without a name gets metadata.name:
 //     Required value (not an error about the name the node suffix would
-//     make of it).
+//     make of it). A path that is not a regular file (a named pipe, a
+//     socket, a device) is refused with that reason without being opened,
+//     so a named pipe cannot block the source; a symlink is followed and
+//     one to a directory skipped, as by the kubelet
+//     (TestFileSourceSkipsWhatIsNotARegularFile).
 //   - HTTP: a Pod or a PodList at a URL, polled every 20 s. A failed
 //     fetch keeps the pods last sent. A body over HTTPConfig.MaxBodyBytes
 //     (default 10 MiB) is refused: from its Content-Length when the

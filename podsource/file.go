@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -58,6 +59,7 @@ type File struct {
 type parsedFile struct {
 	mod  time.Time
 	size int64
+	mode fs.FileMode // the type bits
 	pod  *v1.Pod
 	err  error
 	scan uint64 // the last scan that met the file
@@ -153,7 +155,10 @@ func (f *File) scan() (pods []*v1.Pod, origins map[types.UID]string, fingerprint
 			continue
 		}
 		path := filepath.Join(f.cfg.Dir, e.Name())
-		pod, err, fresh := f.cached(path, e, seen)
+		pod, err, fresh := f.cached(path, seen)
+		if errors.Is(err, errIsDir) {
+			continue // a symlink to a directory: not recursed into, as by the kubelet
+		}
 		if err != nil {
 			msg := fmt.Sprintf("manifest %s: %v", path, err)
 			if fresh {
@@ -178,28 +183,67 @@ func (f *File) scan() (pods []*v1.Pod, origins map[types.UID]string, fingerprint
 
 // cached returns the file's pod, parsing it only when it changed; fresh
 // reports a new parse.
-func (f *File) cached(path string, e os.DirEntry, seen time.Time) (*v1.Pod, error, bool) {
-	info, err := e.Info()
+// A symlink is followed, as the kubelet follows it; a path that is not a
+// regular file (a named pipe, a device, a socket) is refused without
+// being opened, for opening a named pipe would block the source.
+func (f *File) cached(path string, seen time.Time) (*v1.Pod, error, bool) {
+	info, err := os.Stat(path)
 	if err != nil {
 		return nil, err, true
 	}
-	if p, ok := f.parsed[path]; ok && p.mod.Equal(info.ModTime()) && p.size == info.Size() {
+	if p, ok := f.parsed[path]; ok && p.mod.Equal(info.ModTime()) && p.size == info.Size() && p.mode == info.Mode().Type() {
 		p.scan = f.scans
 		f.parsed[path] = p
 		return p.pod, p.err, false
 	}
-	pod, err := f.load(path, seen)
-	f.parsed[path] = parsedFile{mod: info.ModTime(), size: info.Size(), pod: pod, err: err, scan: f.scans}
+	var pod *v1.Pod
+	if err = notRegular(info); err == nil {
+		pod, err = f.load(path, seen)
+	}
+	f.parsed[path] = parsedFile{mod: info.ModTime(), size: info.Size(), mode: info.Mode().Type(), pod: pod, err: err, scan: f.scans}
 	return pod, err, true
 }
 
+// errIsDir is notRegular's verdict on a directory.
+var errIsDir = errors.New("a directory")
+
+// notRegular is nil for a regular file, errIsDir for a directory, and an
+// error naming the kind of anything else.
+func notRegular(info fs.FileInfo) error {
+	m := info.Mode()
+	switch {
+	case m.IsRegular():
+		return nil
+	case m.IsDir():
+		return errIsDir
+	case m&fs.ModeNamedPipe != 0:
+		return errors.New("not a regular file but a named pipe")
+	case m&fs.ModeSocket != 0:
+		return errors.New("not a regular file but a socket")
+	case m&fs.ModeDevice != 0:
+		return errors.New("not a regular file but a device")
+	}
+	return fmt.Errorf("not a regular file (mode %v)", m)
+}
+
+// load reads and decodes one manifest. It opens the file without
+// blocking, for a named pipe put in its place since the directory was
+// read would block an ordinary open, and refuses what is not a regular
+// file once open.
 func (f *File) load(path string, seen time.Time) (*v1.Pod, error) {
-	file, err := os.Open(path)
+	file, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer file.Close()
-	if info, err := file.Stat(); err == nil && info.Size() > f.cfg.MaxManifestBytes {
+	info, err := file.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := notRegular(info); err != nil {
+		return nil, err
+	}
+	if info.Size() > f.cfg.MaxManifestBytes {
 		return nil, fmt.Errorf("the file has %d bytes, more than the limit of %d", info.Size(), f.cfg.MaxManifestBytes)
 	}
 	data, err := readBounded(file, f.cfg.MaxManifestBytes)
