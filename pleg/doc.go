@@ -28,6 +28,11 @@
 // (kubelet_pleg_relist_duration_seconds, ..._interval_seconds,
 // kubelet_pleg_last_seen_seconds) and go to the Registerer in Config.
 //
+// A panic in a runtime call (the list, an inspection, the event stream) is
+// that call's error, as a failure would be: logged with its stack and
+// counted in nodekit_pleg_runtime_panics_total, and the relist, the pod's
+// retry and the agent go on (TestRuntimePanicsAreTheCallsErrors).
+//
 // Evented follows the CRI container event stream (GetContainerEvents):
 // each event makes it inspect that pod alone, so changes are seen within
 // milliseconds, and an idle node costs no wake-up but a safety relist.

@@ -406,7 +406,9 @@ func (e *Evented) stream(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		defer close(streamed)
-		errc <- e.cfg.Streamer.GetContainerEvents(sctx, ch, onEstablished)
+		errc <- e.generic.guard("the container event stream", func() error {
+			return e.cfg.Streamer.GetContainerEvents(sctx, ch, onEstablished)
+		})
 	}()
 	go func() {
 		defer wg.Done()
@@ -618,7 +620,11 @@ func (e *Evented) queueDueRetries() {
 func (e *Evented) inspect(ctx context.Context, uid types.UID, ref podRef) {
 	e.queue.begin(uid)
 	start := e.cfg.Clock.Now()
-	status, err := e.cfg.Runtime.GetPodStatus(ctx, uid, ref.name, ref.namespace)
+	var status *runtime.PodStatus
+	err := e.generic.guard("inspecting a pod", func() (err error) {
+		status, err = e.cfg.Runtime.GetPodStatus(ctx, uid, ref.name, ref.namespace)
+		return err
+	})
 	if took := e.cfg.Clock.Since(start); err == nil && took >= coolMin {
 		e.cooling[uid] = e.cfg.Clock.Now().Add(min(coolFactor*took, coolMax))
 	} else {

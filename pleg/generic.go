@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -237,16 +238,18 @@ func (g *Generic) relist(ctx context.Context) map[types.UID]inspection {
 			changed = append(changed, p.ID)
 		}
 	}
-	if v, ok := g.cfg.Runtime.(runtime.PodVisitor); ok {
-		err = v.VisitPods(ctx, true, visit)
-	} else {
-		var pods []*runtime.Pod
-		if pods, err = g.cfg.Runtime.GetPods(ctx, true); err == nil {
+	err = g.guard("listing pods", func() error {
+		if v, ok := g.cfg.Runtime.(runtime.PodVisitor); ok {
+			return v.VisitPods(ctx, true, visit)
+		}
+		pods, err := g.cfg.Runtime.GetPods(ctx, true)
+		if err == nil {
 			for _, p := range pods {
 				visit(p)
 			}
 		}
-	}
+		return err
+	})
 	if err != nil {
 		if ctx.Err() == nil {
 			g.cfg.Logger.Error(err, "relisting pods")
@@ -263,7 +266,11 @@ func (g *Generic) relist(ctx context.Context) map[types.UID]inspection {
 	}
 	for _, uid := range changed {
 		rec := current[uid]
-		status, err := g.cfg.Runtime.GetPodStatus(ctx, uid, rec.name, rec.namespace)
+		var status *runtime.PodStatus
+		err := g.guard("inspecting a pod", func() (err error) {
+			status, err = g.cfg.Runtime.GetPodStatus(ctx, uid, rec.name, rec.namespace)
+			return err
+		})
 		rec.reinspect = err != nil
 		current[uid] = rec
 		inspected[uid] = inspection{ref: podRef{rec.name, rec.namespace}, failed: err != nil}
@@ -289,6 +296,21 @@ func (g *Generic) relist(ctx context.Context) map[types.UID]inspection {
 	g.send(ctx, events)
 	g.metrics.observe(start, g.cfg.Clock.Since(start), listed)
 	return inspected
+}
+
+// guard runs a runtime call and turns a panic in it into its error,
+// logged with the stack and counted in nodekit_pleg_runtime_panics_total,
+// so that a runtime's bug fails one call, as an error would, instead of
+// the agent.
+func (g *Generic) guard(what string, call func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("pleg: %s: the runtime panicked: %v", what, v)
+			g.metrics.panics.Inc()
+			g.cfg.Logger.Error(err, "recovered a panic", "stack", string(debug.Stack()))
+		}
+	}()
+	return call()
 }
 
 // inspection is the outcome of one relist's inspection of a pod.

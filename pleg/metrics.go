@@ -14,6 +14,7 @@ type metrics struct {
 	lastSeen       prometheus.Gauge
 	discarded      prometheus.Counter
 	pods           prometheus.Gauge
+	panics         prometheus.Counter
 
 	last time.Time // the previous relist's start, for the interval
 }
@@ -41,9 +42,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		pods: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nodekit_pleg_pods", Help: "Pods seen by the last relist.",
 		}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodekit_pleg_runtime_panics_total",
+			Help: "Panics recovered from runtime calls of the PLEG (a list, an inspection, the event stream); each counts as the call's error.",
+		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.relistDuration, m.relistInterval, m.lastSeen, m.discarded, m.pods} {
+		for _, c := range []prometheus.Collector{m.relistDuration, m.relistInterval, m.lastSeen, m.discarded, m.pods, m.panics} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("pleg: register metrics: %w", err)
 			}

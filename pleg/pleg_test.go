@@ -5,6 +5,7 @@ import (
 	"fmt"
 	goruntime "runtime"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,9 +37,14 @@ type counting struct {
 	failing     atomic.Bool
 	// failList makes the lists fail.
 	failList atomic.Bool
+	// panicList and panicking make the lists and the inspections panic.
+	panicList, panicking atomic.Bool
 }
 
 func (c *counting) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error) {
+	if c.panicList.Load() {
+		panic("list exploded")
+	}
 	if c.failList.Load() {
 		return nil, fmt.Errorf("listing: %w", runtime.ErrUnavailable)
 	}
@@ -47,6 +53,9 @@ func (c *counting) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error
 
 func (c *counting) GetPodStatus(ctx context.Context, uid types.UID, name, ns string) (*runtime.PodStatus, error) {
 	c.inspections.Add(1)
+	if c.panicking.Load() {
+		panic("inspection exploded")
+	}
 	if c.failing.Load() {
 		return nil, fmt.Errorf("inspecting %s: %w", uid, runtime.ErrUnavailable)
 	}
@@ -60,6 +69,9 @@ func (c *counting) GetPodStatus(ctx context.Context, uid types.UID, name, ns str
 type lending struct{ *counting }
 
 func (l lending) VisitPods(ctx context.Context, all bool, fn func(*runtime.Pod)) error {
+	if l.panicList.Load() {
+		panic("list exploded")
+	}
 	if l.failList.Load() {
 		return fmt.Errorf("listing: %w", runtime.ErrUnavailable)
 	}
@@ -280,6 +292,38 @@ func TestFailedListChangesNothing(t *testing.T) {
 		}
 		if st, err := e.cache.Get(a.UID); err != nil || st.FindContainerStatus("c") == nil {
 			t.Errorf("the cache after a failed list: %+v, %v", st, err)
+		}
+	})
+}
+
+// A panic in the runtime's list or inspection is that call's error,
+// counted: the relist goes on as after a failed call, and the pod is
+// inspected again once the runtime behaves.
+func TestRuntimePanicsAreTheCallsErrors(t *testing.T) {
+	forEachListing(t, 100, func(t *testing.T, e *env) {
+		a := testPod("a")
+		if err := e.rt.SyncPod(e.ctx, a, nil).Error(); err != nil {
+			t.Fatal(err)
+		}
+		e.rt.panicking.Store(true)
+		e.gen.Relist(e.ctx)
+		e.rt.panicking.Store(false)
+		if _, err := e.cache.Get(a.UID); err == nil || !strings.Contains(err.Error(), "the runtime panicked: inspection exploded") {
+			t.Fatalf("the cache after an inspection that panicked: %v, want the panic", err)
+		}
+		e.drain()
+		e.rt.panicList.Store(true)
+		e.gen.Relist(e.ctx)
+		e.rt.panicList.Store(false)
+		if got := e.drain(); len(got) != 0 {
+			t.Errorf("events of a list that panicked: %v", got)
+		}
+		if got := testutil.ToFloat64(counter(t, e.reg, "nodekit_pleg_runtime_panics_total")); got != 2 {
+			t.Errorf("nodekit_pleg_runtime_panics_total %v, want 2", got)
+		}
+		e.gen.Relist(e.ctx)
+		if st, err := e.cache.Get(a.UID); err != nil || st.FindContainerStatus("c") == nil {
+			t.Errorf("the cache once the runtime behaves: %+v, %v", st, err)
 		}
 	})
 }
