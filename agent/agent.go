@@ -159,6 +159,9 @@ func New(cfg Config) (*Agent, error) {
 		}
 		c.RuntimeService, c.ImageService = cfg.RuntimeService, cfg.ImageService
 		c.Clock, c.Logger, c.Events = cfg.Clock, cfg.Logger.WithName("runtime"), cfg.Events
+		if c.Registerer == nil {
+			c.Registerer = cfg.Registry
+		}
 		if c.NodeName == "" {
 			c.NodeName = cfg.NodeName
 		}

@@ -24,6 +24,7 @@ func (a *Agent) runLogRotation(ctx context.Context) error {
 		Period:     a.cfg.ContainerLogMonitorInterval,
 		Clock:      a.cfg.Clock,
 		Logger:     a.log.WithName("logs"),
+		LogsDir:    a.cfg.CRI.PodLogsDir,
 	})
 	if err != nil {
 		return fmt.Errorf("agent: container log rotation: %w", err)

@@ -54,7 +54,8 @@
 // that cannot work as written (no handler, two handlers, a timeout longer
 // than the period) get a ProbeWarning event, and fail with a message
 // instead of crashing the worker. A Prober that panics is logged with its
-// stack; that round has no result and the worker goes on.
+// stack and counted in nodekit_prober_panics_total; that round has no
+// result and the worker goes on.
 //
 // Handlers is the default Prober: exec through the runtime's ExecSync
 // with the probe's timeout; HTTP GET with the scheme, host (the pod IP by

@@ -386,6 +386,10 @@ func TestPanickingProberDoesNotStopTheWorker(t *testing.T) {
 	if u := e.next(10 * time.Second); u.Result != probes.Success || e.calls() != 3 {
 		t.Fatalf("%+v after %d probes, want success on the third, after two panics", u, e.calls())
 	}
+	want := "# HELP nodekit_prober_panics_total Panics recovered from the Prober; each ends its round without a result.\n# TYPE nodekit_prober_panics_total counter\nnodekit_prober_panics_total 2\n"
+	if err := testutil.GatherAndCompare(e.reg, strings.NewReader(want), "nodekit_prober_panics_total"); err != nil {
+		t.Error(err)
+	}
 }
 
 func TestWarningCountsAsSuccessWithAProbeWarningEvent(t *testing.T) {

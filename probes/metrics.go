@@ -13,6 +13,7 @@ import (
 type metrics struct {
 	total    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	panics   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -27,9 +28,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			// The kubelet's leaves its buckets unset: the defaults.
 			Buckets: prometheus.DefBuckets,
 		}, []string{"probe_type", "container", "pod", "namespace"}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodekit_prober_panics_total",
+			Help: "Panics recovered from the Prober; each ends its round without a result.",
+		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.total, m.duration} {
+		for _, c := range []prometheus.Collector{m.total, m.duration, m.panics} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("probes: register metrics: %w", err)
 			}

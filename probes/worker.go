@@ -251,7 +251,8 @@ func restarts(pod *v1.Pod, c *v1.Container, code int32) bool {
 	return podutil.ContainerShouldRestart(c, &pod.Spec, code)
 }
 
-// callProber runs the Prober once. A panic in it is logged and leaves
+// callProber runs the Prober once. A panic in it is logged, counted in
+// nodekit_prober_panics_total, and leaves
 // this round without a result (ok false); the worker goes on probing, as
 // the kubelet's workers survive a crashing prober.
 func (w *worker) callProber(ctx context.Context, target Target) (result Result, output string, err error, ok bool) {
@@ -259,6 +260,7 @@ func (w *worker) callProber(ctx context.Context, target Target) (result Result, 
 		if r := recover(); r != nil {
 			w.m.cfg.Logger.Error(fmt.Errorf("%v\n%s", r, debug.Stack()), "prober panicked",
 				"pod", target.Pod.Namespace+"/"+target.Pod.Name, "container", w.container.Name, "probe", string(w.typ))
+			w.m.metrics.panics.Inc()
 			ok = false
 		}
 	}()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -203,6 +204,10 @@ type Config struct {
 	// Logger receives V(0) state changes and V(2) routine steps. Default:
 	// discard.
 	Logger logr.Logger
+	// Registerer receives nodekit_runtime_panics_total, the panics
+	// recovered from a pod's steps (a lifecycle hook, a container's kill).
+	// Nil: not registered.
+	Registerer prometheus.Registerer
 	// Events receives events about pods. Default: discard.
 	Events EventFunc
 }

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -48,6 +50,10 @@ func specOf(pod *v1.Pod, list string, i int) containerSpec {
 // name the field (CreateContainerConfigError).
 func (r *Runtime) containerConfig(ctx context.Context, pod *v1.Pod, s containerSpec, restartCount int, img *runtimeapi.Image, podIPs []string) (*runtimeapi.ContainerConfig, error) {
 	c := s.container
+	// The name makes the log's path in the pod's log directory.
+	if errs := validation.IsDNS1123Label(c.Name); len(errs) > 0 {
+		return nil, fmt.Errorf("%s.name: Invalid value: %q: %s", s.field, c.Name, strings.Join(errs, "; "))
+	}
 	if err := verifyRunAsNonRoot(pod, c, img); err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	criapi "k8s.io/cri-api/pkg/apis"
@@ -39,6 +40,8 @@ type Runtime struct {
 	crashBackoff *backoff.Tracker
 	images       ImageManager
 	hashes       *hashCache
+	// panics counts the panics guard recovered.
+	panics prometheus.Counter
 	// hookTransport serves every HTTP lifecycle hook.
 	hookTransport *http.Transport
 	// sandboxKeys and containerKeys are the labels and annotations
@@ -102,6 +105,15 @@ func New(cfg Config) (*Runtime, error) {
 		}
 		im = m
 	}
+	panics := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "nodekit_runtime_panics_total",
+		Help: "Panics recovered from a pod's steps in the runtime (a lifecycle hook, a container's kill); each fails its step.",
+	})
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(panics); err != nil {
+			return nil, fmt.Errorf("cri: register metrics: %w", err)
+		}
+	}
 	var cg *cgroupfs.Manager
 	if cfg.CgroupRoot != "" {
 		m, err := cgroupfs.New(cfg.CgroupMount)
@@ -112,6 +124,7 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	return &Runtime{
 		cgroups:       cg,
+		panics:        panics,
 		act:           map[types.UID]*actuated{},
 		qos:           qosTiers{requests: map[types.UID]int64{}, exact: map[types.UID]bool{}},
 		rs:            cfg.RuntimeService,

@@ -276,7 +276,20 @@
 // plain one) and the oldest removed, so at most MaxFiles (5) files remain,
 // the live one included. A log that is missing is reopened. Lines that the
 // runtime writes while the log is renamed go to the rotated file until it
-// reopens the log, none lost (TestLogRotatorUnderAFastWriter).
+// reopens the log, none lost (TestLogRotatorUnderAFastWriter). A log the
+// runtime reports outside LogRotatorConfig.LogsDir (the runtime's
+// PodLogsDir), lexically or behind a symlink out of it, is neither rotated
+// nor pruned, and its check fails saying so
+// (TestLogRotatorLeavesLogsOutsideLogsDir).
+//
+// A pod's namespace, name and UID and its containers' names make paths on
+// the node (its log directory, its container logs). SyncPod refuses, with
+// an error naming the field, a pod whose namespace is not a DNS-1123 label
+// (or empty), whose name is not a DNS-1123 subdomain, whose UID holds a
+// slash or is "." or "..", or a container whose name is not a DNS-1123
+// label, as the API server would: a caller of this package that did not
+// validate its pods cannot make it write outside its directories
+// (TestPodPartsThatWouldLeaveTheLogsDirAreRefused).
 //
 // # Spec hashes and adoption
 //
@@ -318,7 +331,8 @@
 //   - With no ProbeResults, sidecars count as started once running.
 //   - A panic in a goroutine the runtime starts for a pod (the parallel
 //     kills of KillPod, a lifecycle hook) is recovered, logged with the
-//     pod and the stack, and becomes the error of that step (a hook
+//     pod and the stack, counted in nodekit_runtime_panics_total
+//     (Config.Registerer), and becomes the error of that step (a hook
 //     failure, a kill error); the kubelet lets it crash the process. A
 //     library embedded in a larger program must not take it down for one
 //     pod's bad data.

@@ -230,7 +230,13 @@ func (r *Runtime) gcSandboxes(ctx context.Context, live map[string]int, podGone 
 // within it, or deeper), lexically and once the symlinks of its parent
 // are resolved.
 func (r *Runtime) underLogsDir(p string, depth int) error {
-	root := filepath.Clean(r.cfg.PodLogsDir)
+	return underDir(r.cfg.PodLogsDir, p, depth)
+}
+
+// underDir checks that p lies depth levels below root, lexically and once
+// the symlinks of its parent are resolved.
+func underDir(root, p string, depth int) error {
+	root = filepath.Clean(root)
 	if !filepath.IsAbs(p) {
 		return fmt.Errorf("%q is not absolute", p)
 	}

@@ -100,12 +100,14 @@ func (r *Runtime) runHookWithin(ctx context.Context, pod *v1.Pod, c *v1.Containe
 }
 
 // guard runs f and turns a panic in it into an error for that step, logged
-// with the pod, the container and the stack, so that one pod's bad data
-// cannot take the process down.
+// with the pod, the container and the stack and counted in
+// nodekit_runtime_panics_total, so that one pod's bad data cannot take the
+// process down.
 func (r *Runtime) guard(pod string, uid types.UID, containerID, step string, f func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("cri: %s: panic: %v", step, p)
+			r.panics.Inc()
 			r.log.Error(err, "recovered a panic", "pod", pod, "podUID", uid, "containerID", containerID, "stack", string(debug.Stack()))
 		}
 	}()

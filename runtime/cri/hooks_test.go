@@ -13,6 +13,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	criapi "k8s.io/cri-api/pkg/apis"
@@ -206,10 +208,12 @@ func TestPanicInAParallelKillIsThatContainersError(t *testing.T) {
 func TestPanicInAPreStopHookIsAHookFailure(t *testing.T) {
 	var logs logLines
 	var p *panicky
+	reg := prometheus.NewRegistry()
 	h := newHarness(t, fakecri.Config{}, func(c *cri.Config) {
 		p = &panicky{RuntimeService: c.RuntimeService}
 		c.RuntimeService = p
 		c.Logger = logs.logger()
+		c.Registerer = reg
 	})
 	pod := testPod(v1.RestartPolicyAlways, nil, "app")
 	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](20)
@@ -231,5 +235,9 @@ func TestPanicInAPreStopHookIsAHookFailure(t *testing.T) {
 	}
 	if lines := logs.with("recovered a panic"); len(lines) != 1 || !strings.Contains(lines[0], "uid-p") {
 		t.Errorf("log lines %q, want one naming the pod", lines)
+	}
+	want := "# HELP nodekit_runtime_panics_total Panics recovered from a pod's steps in the runtime (a lifecycle hook, a container's kill); each fails its step.\n# TYPE nodekit_runtime_panics_total counter\nnodekit_runtime_panics_total 1\n"
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "nodekit_runtime_panics_total"); err != nil {
+		t.Error(err)
 	}
 }

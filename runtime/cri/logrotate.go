@@ -84,6 +84,11 @@ type LogRotatorConfig struct {
 	// Logger receives the failures of single containers, which do not
 	// stop rotation; the zero value discards them.
 	Logger logr.Logger
+	// LogsDir is the root of the pod log directories (the runtime's
+	// Config.PodLogsDir): a log the runtime reports elsewhere, or behind
+	// a symlink out of it, is neither rotated nor pruned, and the
+	// container's check fails saying so. Default DefaultPodLogsDir.
+	LogsDir string
 }
 
 // LogRotator rotates the log files of running CRI containers as the
@@ -159,6 +164,11 @@ func NewLogRotator(cfg LogRotatorConfig) (*LogRotator, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.LogsDir == "" {
+		cfg.LogsDir = DefaultPodLogsDir
+	} else if !filepath.IsAbs(cfg.LogsDir) {
+		return nil, fmt.Errorf("cri: LogRotatorConfig.LogsDir %q is not absolute", cfg.LogsDir)
 	}
 	log := cfg.Logger
 	if log.GetSink() == nil {
@@ -433,6 +443,11 @@ func (r *LogRotator) rotateContainer(ctx context.Context, id string) error {
 		if _, ok, _, err := r.logPath(ctx, id, true); err != nil || !ok {
 			return err
 		}
+	}
+	// The files about to be renamed and removed are the runtime's word:
+	// they must lie within a pod's log directory, as GC's must.
+	if err := underDir(r.cfg.LogsDir, path, 2); err != nil {
+		return fmt.Errorf("cri: log rotation: container %s: not rotating a log outside the pod logs directory: %w", id, err)
 	}
 	if err := r.prune(path); err != nil {
 		return err

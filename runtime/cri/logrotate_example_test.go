@@ -32,7 +32,7 @@ func ExampleLogRotator() {
 	rt.SyncPod(ctx, pod, status)
 
 	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
-	r, _ := cri.NewLogRotator(cri.LogRotatorConfig{Runtime: fake, MaxSize: 10, Clock: clk})
+	r, _ := cri.NewLogRotator(cri.LogRotatorConfig{Runtime: fake, MaxSize: 10, Clock: clk, LogsDir: logs})
 	if err := r.RotateLogs(ctx); err != nil { // Run does this every 10 s
 		fmt.Println(err)
 	}

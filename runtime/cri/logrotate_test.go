@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -127,9 +128,14 @@ func readGzip(t *testing.T, path string) string {
 
 var rotateStart = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 
+// anyLogsDir is the LogsDir of the tests whose logs lie in temporary
+// directories anywhere; TestLogRotatorLeavesLogsOutsideLogsDir checks
+// LogsDir itself.
+const anyLogsDir = "/"
+
 func newRotator(t *testing.T, rt cri.LogRuntime, clk *clocktesting.FakeClock, maxSize int64, maxFiles int) *cri.LogRotator {
 	t.Helper()
-	r, err := cri.NewLogRotator(cri.LogRotatorConfig{Runtime: rt, MaxSize: maxSize, MaxFiles: maxFiles, Clock: clk})
+	r, err := cri.NewLogRotator(cri.LogRotatorConfig{Runtime: rt, MaxSize: maxSize, MaxFiles: maxFiles, Clock: clk, LogsDir: anyLogsDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,7 +503,7 @@ func TestLogRotatorBoundsItsWorkers(t *testing.T) {
 		rt.add(id, filepath.Join(dir, id+".log"), runtimeapi.ContainerState_CONTAINER_RUNNING)
 		writeFile(t, filepath.Join(dir, id+".log"), "big enough")
 	}
-	r, err := cri.NewLogRotator(cri.LogRotatorConfig{Runtime: rt, MaxSize: 1, MaxWorkers: 2, Clock: clocktesting.NewFakeClock(rotateStart)})
+	r, err := cri.NewLogRotator(cri.LogRotatorConfig{Runtime: rt, LogsDir: anyLogsDir, MaxSize: 1, MaxWorkers: 2, Clock: clocktesting.NewFakeClock(rotateStart)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -536,7 +542,7 @@ func TestLogRotatorRunSlowContainerHoldsNoOther(t *testing.T) {
 	writeFile(t, slow, "big enough")
 	writeFile(t, fast, "big enough")
 	clk := clocktesting.NewFakeClock(rotateStart)
-	r, err := cri.NewLogRotator(cri.LogRotatorConfig{Runtime: rt, MaxSize: 1, MaxWorkers: 2, Period: 3 * time.Second, Clock: clk})
+	r, err := cri.NewLogRotator(cri.LogRotatorConfig{Runtime: rt, LogsDir: anyLogsDir, MaxSize: 1, MaxWorkers: 2, Period: 3 * time.Second, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -625,7 +631,7 @@ func TestLogRotatorUnderAFastWriter(t *testing.T) {
 	rt.add("c1", log, runtimeapi.ContainerState_CONTAINER_RUNNING)
 	clk := clocktesting.NewFakeClock(rotateStart)
 	const maxSize = 4 << 10
-	r, err := cri.NewLogRotator(cri.LogRotatorConfig{Runtime: rt, MaxSize: maxSize, MaxFiles: 1000, Clock: clk})
+	r, err := cri.NewLogRotator(cri.LogRotatorConfig{Runtime: rt, LogsDir: anyLogsDir, MaxSize: maxSize, MaxFiles: 1000, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -771,5 +777,63 @@ func TestLogRotatorRunListsIntoTheSameMemory(t *testing.T) {
 	rt.mu.Unlock()
 	if last == bufs[0] {
 		t.Error("RotateLogs listed into Run's buffer")
+	}
+}
+
+// A log the runtime reports outside LogsDir, lexically or behind a
+// symlink out of it, is neither rotated nor pruned: its check fails
+// naming the container; a log within LogsDir is rotated as ever.
+func TestLogRotatorLeavesLogsOutsideLogsDir(t *testing.T) {
+	root := t.TempDir()
+	logs, elsewhere := filepath.Join(root, "logs"), filepath.Join(root, "elsewhere")
+	for _, d := range []string{filepath.Join(logs, "ns_good_uid", "c"), elsewhere} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(logs, "ns_evil_uid")); err != nil {
+		t.Fatal(err)
+	}
+	rt := newLogRuntime()
+	paths := map[string]string{
+		"good":    filepath.Join(logs, "ns_good_uid", "c", "0.log"),
+		"outside": filepath.Join(elsewhere, "0.log"),
+		"climbs":  filepath.Join(logs, "..", "elsewhere", "1.log"),
+		"symlink": filepath.Join(logs, "ns_evil_uid", "2.log"),
+	}
+	for id, p := range paths {
+		rt.add(id, p, runtimeapi.ContainerState_CONTAINER_RUNNING)
+		writeFile(t, filepath.Clean(p), "big enough")
+		writeFile(t, filepath.Clean(p)+".20200101-000000", "an old rotation")
+	}
+	var mu sync.Mutex
+	var logged []string
+	logger := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		logged = append(logged, args)
+		mu.Unlock()
+	}, funcr.Options{})
+	r, err := cri.NewLogRotator(cri.LogRotatorConfig{Runtime: rt, MaxSize: 1, MaxFiles: 2, LogsDir: logs,
+		Clock: clocktesting.NewFakeClock(rotateStart), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RotateLogs(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(logged, "\n")
+	for _, id := range []string{"outside", "climbs", "symlink"} {
+		if want := "container " + id + ": not rotating a log outside the pod logs directory"; !strings.Contains(all, want) {
+			t.Errorf("the log does not say %q:\n%s", want, all)
+		}
+	}
+	if got, want := listDir(t, elsewhere), []string{"0.log", "0.log.20200101-000000", "1.log", "1.log.20200101-000000", "2.log", "2.log.20200101-000000"}; !slices.Equal(got, want) {
+		t.Errorf("files outside LogsDir: %v, want them untouched: %v", got, want)
+	}
+	if got, want := listDir(t, filepath.Dir(paths["good"])), []string{"0.log", "0.log.20260304-050607"}; !slices.Equal(got, want) {
+		t.Errorf("files of the log within LogsDir: %v, want %v", got, want)
+	}
+	if _, err := cri.NewLogRotator(cri.LogRotatorConfig{Runtime: rt, LogsDir: "logs"}); err == nil || !strings.Contains(err.Error(), "LogsDir") {
+		t.Errorf("a relative LogsDir: %v, want an error naming it", err)
 	}
 }

@@ -7,12 +7,14 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/runtime"
 )
 
 // podLogDir is <root>/<namespace>_<name>_<uid>, the kubelet's layout.
+// Its parts are checked first (pathSafe).
 func (r *Runtime) podLogDir(pod *v1.Pod) string {
 	return filepath.Join(r.cfg.PodLogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
 }
@@ -37,9 +39,31 @@ func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {
 	return o
 }
 
+// pathSafe checks the parts of a pod that name its log directory, as the
+// API server's validation would: the namespace a DNS-1123 label (or empty,
+// as a pod given to this package alone may be), the name
+// a DNS-1123 subdomain, the UID without a slash and neither "." nor "..".
+// A caller of this package need not have validated the pod: a name like
+// "../x" must not reach the node's files.
+func pathSafe(pod *v1.Pod) error {
+	if errs := validation.IsDNS1123Label(pod.Namespace); pod.Namespace != "" && len(errs) > 0 {
+		return fmt.Errorf("metadata.namespace: Invalid value: %q: %s", pod.Namespace, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(pod.Name); len(errs) > 0 {
+		return fmt.Errorf("metadata.name: Invalid value: %q: %s", pod.Name, strings.Join(errs, "; "))
+	}
+	if uid := string(pod.UID); uid == "" || uid == "." || uid == ".." || strings.ContainsAny(uid, "/\x00") {
+		return fmt.Errorf("metadata.uid: Invalid value: %q: must be non-empty, without a slash, and neither . nor ..", uid)
+	}
+	return nil
+}
+
 // sandboxConfig is the CRI sandbox config for a pod. Errors name the
 // field.
 func (r *Runtime) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
+	if err := pathSafe(pod); err != nil {
+		return nil, err
+	}
 	dns, err := r.dnsConfig(pod)
 	if err != nil {
 		return nil, err

@@ -32,7 +32,8 @@ func TestSandboxHostnameIsCutTo63Characters(t *testing.T) {
 		{"short pod name", func(p *v1.Pod) {}, "p"},
 		{"long pod name", func(p *v1.Pod) { p.Name = long }, strings.Repeat("a", 62)},
 		{"pod name of exactly 63", func(p *v1.Pod) { p.Name = strings.Repeat("x", 63) }, strings.Repeat("x", 63)},
-		{"long name ending in dots and dashes", func(p *v1.Pod) { p.Name = strings.Repeat("d", 60) + ".-.-z" }, strings.Repeat("d", 60)},
+		{"long name cut after dashes", func(p *v1.Pod) { p.Name = strings.Repeat("d", 60) + "---zz" }, strings.Repeat("d", 60)},
+		{"long name cut after a dot", func(p *v1.Pod) { p.Name = strings.Repeat("d", 62) + ".zz" }, strings.Repeat("d", 62)},
 		{"spec.hostname wins", func(p *v1.Pod) { p.Name = long; p.Spec.Hostname = "web" }, "web"},
 		{"spec.hostnameOverride wins and is cut", func(p *v1.Pod) {
 			p.Spec.Hostname = "web"

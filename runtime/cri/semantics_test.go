@@ -344,7 +344,7 @@ func TestVolumeMountsAndSubPaths(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := testPod(v1.RestartPolicyAlways, nil, "app")
-			pod.Name = strings.ReplaceAll(tc.name, " ", "-")
+			pod.Name = strings.ToLower(strings.ReplaceAll(tc.name, " ", "-"))
 			pod.UID = types.UID("uid-" + pod.Name)
 			pod.Spec.Volumes = []v1.Volume{{Name: "data"}}
 			pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{tc.mount}
