@@ -59,6 +59,9 @@ type Agent struct {
 	// quiet: the last housekeeping left nothing to do
 	// (housekeepingQuiet).
 	quiet atomic.Bool
+	// rtCall is the runtime Status call in flight, nil when none is;
+	// only checkRuntime uses it (see there).
+	rtCall *statusCall
 
 	// mu guards pods, reasons, told, failed, resizes, restored,
 	// allocGen, stopping and rtErr.

@@ -26,7 +26,11 @@
 // returns nil if ctx ends first. It then asks for Status every 10s: a
 // runtime that does not answer within Config.RuntimeStatusTimeout (5s)
 // makes /healthz fail with "the runtime did not answer Status within 5s"
-// at once, rather than after the CRI call's own 2-minute timeout.
+// at once, rather than after the CRI call's own 2-minute timeout. The call
+// is cancelled then; a runtime that ignores the cancellation keeps its one
+// call, which the next checks wait on instead of starting more, and holds
+// up neither Run nor its end (TestStatusThatIgnoresCancellationHoldsOneCall).
+// A panic in Status is the check's error (TestStatusPanicIsTheChecksError).
 //
 // What the agent does with each pod, as the kubelet does:
 //   - each sync first computes the pod's status from the runtime's newest

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"time"
 )
 
@@ -55,41 +56,72 @@ func (a *Agent) watchRuntime(ctx context.Context) error {
 	}
 }
 
+// statusCall is a runtime Status call in flight: its verdict arrives on
+// done (buffered), and cancel cancels it.
+type statusCall struct {
+	done   chan statusResult
+	cancel context.CancelFunc
+}
+
+type statusResult struct {
+	answered bool
+	err      error
+}
+
 // checkRuntime asks the runtime for its status and records the verdict
 // for Healthy: nil, the call's error, the runtime's own not-ready reason,
 // or, when the call has not answered within Config.RuntimeStatusTimeout
-// on the clock, an error naming that timeout; the call is then cancelled,
-// and checkRuntime returns once it has given up. answered reports whether
-// the call itself succeeded.
+// on the clock, an error naming that timeout; the call is then cancelled
+// and checkRuntime returns at once. A runtime that does not give up when
+// cancelled keeps its call: the next check waits on that same call rather
+// than start another, so a hung runtime holds one goroutine, not one per
+// check, and never holds up the agent. A panic in Status is the call's
+// error. answered reports whether the call itself succeeded. Calls are
+// made one after the other (waitForRuntime, then watchRuntime), so
+// a.rtCall needs no lock.
 func (a *Agent) checkRuntime(ctx context.Context) (answered bool, err error) {
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type result struct {
-		answered bool
-		err      error
+	if a.rtCall == nil {
+		a.rtCall = a.startStatusCall(ctx)
 	}
-	done := make(chan result, 1)
-	go func() {
-		st, err := a.rt.Status(cctx)
-		if err != nil {
-			done <- result{false, err}
-			return
-		}
-		done <- result{true, st.Ready()}
-	}()
 	t := a.cfg.Clock.NewTimer(a.cfg.RuntimeStatusTimeout)
-	var r result
+	defer t.Stop()
+	var r statusResult
 	select {
-	case r = <-done:
-		t.Stop()
+	case r = <-a.rtCall.done:
+		a.rtCall.cancel()
+		a.rtCall = nil
 	case <-t.C():
+		a.rtCall.cancel()
 		r.err = fmt.Errorf("agent: the runtime did not answer Status within %s", a.cfg.RuntimeStatusTimeout)
-		a.setRuntimeErr(r.err) // seen at once, while the call gives up
-		cancel()
-		<-done
+	case <-ctx.Done():
+		a.rtCall.cancel()
+		return false, ctx.Err()
 	}
 	a.setRuntimeErr(r.err)
 	return r.answered, r.err
+}
+
+// startStatusCall asks the runtime for its status on a goroutine of its
+// own, under a context derived from ctx.
+func (a *Agent) startStatusCall(ctx context.Context) *statusCall {
+	cctx, cancel := context.WithCancel(ctx)
+	c := &statusCall{done: make(chan statusResult, 1), cancel: cancel}
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				err := fmt.Errorf("agent: the runtime's Status panicked: %v", v)
+				a.log.Error(err, "recovered a panic", "stack", string(debug.Stack()))
+				c.done <- statusResult{false, err}
+			}
+		}()
+		st, err := a.rt.Status(cctx)
+		if err != nil {
+			c.done <- statusResult{false, err}
+			return
+		}
+		c.done <- statusResult{true, st.Ready()}
+	}()
+	return c
 }
 
 func (a *Agent) setRuntimeErr(err error) {

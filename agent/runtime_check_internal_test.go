@@ -22,16 +22,28 @@ import (
 
 // hangingStatus is fakecri whose Status, once hang is set, answers only
 // when its context ends, as a frozen runtime behind gRPC does.
+// With deaf set instead, Status ignores its context and answers only
+// when deaf is closed; with panics set, it panics. calls counts the calls.
 type hangingStatus struct {
 	*fakecri.Runtime
-	mu   sync.Mutex
-	hang bool
+	mu     sync.Mutex
+	hang   bool
+	deaf   chan struct{}
+	panics bool
+	calls  int
 }
 
 func (h *hangingStatus) Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error) {
 	h.mu.Lock()
-	hang := h.hang
+	hang, deaf, panics := h.hang, h.deaf, h.panics
+	h.calls++
 	h.mu.Unlock()
+	if panics {
+		panic("status exploded")
+	}
+	if deaf != nil {
+		<-deaf
+	}
 	if hang {
 		<-ctx.Done()
 		return nil, grpcstatus.FromContextError(ctx.Err()).Err()
@@ -120,6 +132,83 @@ func TestHealthzFailsWhenStatusDoesNotAnswerInTime(t *testing.T) {
 	const want = "the runtime did not answer Status within 5s"
 	if err2 == nil || !strings.Contains(err2.Error(), want) {
 		t.Errorf("checkRuntime() = %v, want %q", err2, want)
+	}
+	rec := httptest.NewRecorder()
+	a.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("/healthz: %d %q, want 500 saying %q", rec.Code, rec.Body.String(), want)
+	}
+}
+
+// A runtime whose Status ignores cancellation does not hold up the
+// check, and holds one call: the checks after the timeout wait on that
+// same call instead of starting more, and take its answer when it comes.
+func TestStatusThatIgnoresCancellationHoldsOneCall(t *testing.T) {
+	fake, err := fakecri.New(fakecri.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deaf := make(chan struct{})
+	rs := &hangingStatus{Runtime: fake, deaf: deaf}
+	clk := clocktesting.NewFakeClock(time.Now())
+	var log logLines
+	a := fakeClockAgent(t, rs, clk, &log)
+	check := func() (bool, error) {
+		t.Helper()
+		type res struct {
+			ok  bool
+			err error
+		}
+		done := make(chan res, 1)
+		go func() { ok, err := a.checkRuntime(context.Background()); done <- res{ok, err} }()
+		pollUntil(t, "the check waits on the clock", clk.HasWaiters, log.String)
+		clk.Step(5 * time.Second)
+		select {
+		case r := <-done:
+			return r.ok, r.err
+		case <-time.After(20 * time.Second):
+			t.Fatal("the check did not return 20s after its timeout")
+			return false, nil
+		}
+	}
+	for i := range 3 {
+		if ok, err := check(); ok || err == nil || !strings.Contains(err.Error(), "did not answer Status within 5s") {
+			t.Fatalf("check %d: checkRuntime() = %v, %v; want the timeout", i, ok, err)
+		}
+	}
+	rs.mu.Lock()
+	calls := rs.calls
+	rs.mu.Unlock()
+	if calls != 1 {
+		t.Errorf("%d Status calls after three checks of a runtime that never answered, want 1", calls)
+	}
+	close(deaf)
+	ok, err := a.checkRuntime(context.Background())
+	if !ok || err != nil {
+		t.Errorf("after the runtime answered: checkRuntime() = %v, %v; want true, nil", ok, err)
+	}
+	if a.rtCall != nil {
+		t.Error("the answered call is still kept")
+	}
+}
+
+// A runtime whose Status panics fails the check with the panic, logged
+// with its stack, and the agent goes on.
+func TestStatusPanicIsTheChecksError(t *testing.T) {
+	fake, err := fakecri.New(fakecri.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := &hangingStatus{Runtime: fake, panics: true}
+	var log logLines
+	a := fakeClockAgent(t, rs, clocktesting.NewFakeClock(time.Now()), &log)
+	ok, err := a.checkRuntime(context.Background())
+	const want = "the runtime's Status panicked: status exploded"
+	if ok || err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("checkRuntime() = %v, %v; want false and %q", ok, err, want)
+	}
+	if log.count("recovered a panic") != 1 || log.count("runtime_check.go") == 0 {
+		t.Errorf("the panic is not logged with its stack:\n%s", log.String())
 	}
 	rec := httptest.NewRecorder()
 	a.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
