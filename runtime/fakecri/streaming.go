@@ -64,12 +64,21 @@ func (r *Runtime) NewStreamingServer(lis net.Listener) (*StreamingServer, error)
 	return &StreamingServer{r: r, lis: lis, srv: srv, sess: sess}, nil
 }
 
+// The streaming server's bounds on idle connections and on headers.
+const (
+	streamingIdleTimeout    = 90 * time.Second
+	streamingMaxHeaderBytes = 64 << 10
+)
+
 // Run serves the sessions until ctx ends. Then it closes the listener,
 // makes Exec, Attach and PortForward fail with Unimplemented again, ends
 // every session (its client sees the stream end, as when a runtime drops
 // it) and returns nil once their goroutines have returned.
 func (s *StreamingServer) Run(ctx context.Context) error {
-	hs := &http.Server{Handler: s.srv, ReadHeaderTimeout: 10 * time.Second}
+	// No read or write timeout: a session is one long upgraded stream.
+	// Idle keep-alive connections are closed, and headers bounded.
+	hs := &http.Server{Handler: s.srv, ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout: streamingIdleTimeout, MaxHeaderBytes: streamingMaxHeaderBytes}
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(s.lis) }()
 	var serr error

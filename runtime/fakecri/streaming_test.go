@@ -3,6 +3,7 @@ package fakecri_test
 import (
 	"context"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -66,6 +67,15 @@ func TestStreamingURLs(t *testing.T) {
 	if err != nil || !strings.HasPrefix(att.GetUrl(), base+"attach/") {
 		t.Errorf("Attach: %v %v", att, err)
 	}
+	// Headers beyond the bound are refused before any session is looked up.
+	req, _ := http.NewRequest(http.MethodPost, resp.GetUrl(), nil)
+	req.Header.Set("X-Big", strings.Repeat("x", 128<<10))
+	if big, err := http.DefaultClient.Do(req); err != nil || big.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("a request with 128 KiB of headers: %v, %v; want 431", big, err)
+	} else {
+		big.Body.Close()
+	}
+	http.DefaultClient.CloseIdleConnections()
 	pf, err := fake.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: sb, Port: []int32{80}})
 	if err != nil || !strings.HasPrefix(pf.GetUrl(), base+"portforward/") {
 		t.Errorf("PortForward: %v %v", pf, err)
