@@ -250,7 +250,7 @@ type Config struct {
 	Logger logr.Logger
 	// Events receives events about pods (pod nil: about a manifest).
 	// Default: logged at V(0) for warnings and V(2) otherwise.
-	Events func(pod *v1.Pod, typ, reason, message string)
+	Events runtime.EventFunc
 }
 
 func (c *Config) defaults() error {

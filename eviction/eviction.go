@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/podutil"
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // Reason is the status reason of an evicted pod, the kubelet's.
@@ -117,7 +118,7 @@ type Config struct {
 	Logger logr.Logger
 	// Events receives warning events: Evicted about a pod, and
 	// EvictionThresholdMet (pod nil) about the node. Default: none.
-	Events func(pod *v1.Pod, typ, reason, message string)
+	Events runtime.EventFunc
 	// Registerer receives kubelet_evictions{eviction_signal}, the
 	// kubelet's counter of evictions. Nil: not registered.
 	Registerer prometheus.Registerer

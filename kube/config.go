@@ -15,6 +15,8 @@ import (
 	"k8s.io/component-helpers/nodedeclaredfeatures/features/restartallcontainers"
 	criapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/clock"
+
+	nkruntime "github.com/nodekit/nodekit/runtime"
 )
 
 // DefaultKubeletVersion is the version a Node reports in
@@ -122,7 +124,7 @@ type NodeConfig struct {
 	// created the Node, and NodeReady or NodeNotReady when the Ready
 	// condition it wrote changed. Give an EventRecorder's Event. It must
 	// not block. Default: none.
-	Events func(pod *v1.Pod, typ, reason, message string)
+	Events nkruntime.EventFunc
 
 	// Clock drives every period and back-off. Default: the real clock.
 	Clock clock.WithTicker

@@ -11,6 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/mount-utils"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // Defaults of Config.
@@ -65,7 +67,7 @@ type Config struct {
 	// Events receives events about pods, the kubelet's: a failed SetUp
 	// is a Warning FailedMount "MountVolume.SetUp failed for volume
 	// "<name>" : <error>". It must not block. Default: none.
-	Events func(pod *v1.Pod, typ, reason, message string)
+	Events runtime.EventFunc
 }
 
 func (c *Config) defaults() error {
