@@ -19,6 +19,9 @@ run:
 # Under "make test" the network tests run once, in "unit", after the
 # plugins are installed, and a missing plugin or root fails them.
 test: export NODEKIT_NETWORK_REQUIRED = 1
+# ... and the tests that need root, mounts, writable cgroups or a block
+# device fail instead of skipping without them (internal/testenv).
+test: export NODEKIT_PRIVILEGED_REQUIRED = 1
 # ... and the e2e step runs examples/node on its containerd with the kube
 # tools (hack/e2e/run.sh gets them from hack/kube/install.sh).
 test: export NODEKIT_E2E_KUBE = 1

@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/volumes"
 )
@@ -253,9 +254,7 @@ func TestConfigMapTearDown(t *testing.T) {
 // Before a new generation is switched in, it already has the pod's
 // fsGroup, so a container of another user can read it at once.
 func TestConfigMapFSGroupBeforeSwitch(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("changing a file's group to any group needs root")
-	}
+	testenv.Root(t, "changing a file's group to any group")
 	p := configMapPlugin(t, objectsWith(cm("settings", map[string]string{"a": "1"})))
 	pod := testPod(configMapVolume("cfg", v1.ConfigMapVolumeSource{
 		LocalObjectReference: v1.LocalObjectReference{Name: "settings"},

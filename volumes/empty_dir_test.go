@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/mount-utils"
 
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/volumes"
 )
 
@@ -118,14 +119,12 @@ func TestEmptyDirOnDisk(t *testing.T) {
 
 // TestEmptyDirRealTmpfs mounts a real tmpfs: it needs root.
 func TestEmptyDirRealTmpfs(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root; the fake mounter's tests cover the rest")
-	}
+	testenv.Root(t, "mounting a tmpfs (the fake mounter's tests cover the rest)")
 	e := volumes.NewEmptyDir(volumes.PluginConfig{Mounter: mount.New("")})
 	pod, v := memoryPod("4Mi", "")
 	dir := filepath.Join(t.TempDir(), "mem")
 	if _, err := e.SetUp(context.Background(), &volumes.Request{Pod: pod, Volume: v, Dir: dir}); err != nil {
-		t.Skipf("this machine refuses a tmpfs mount (%v)", err)
+		testenv.Missing(t)("this machine refuses a tmpfs mount (%v)", err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
 	var fs unix.Statfs_t

@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	mount "k8s.io/mount-utils"
 
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/volumes"
 )
 
@@ -18,14 +19,12 @@ import (
 // skips it where the host refuses.
 func bindMount(t *testing.T, src, dst string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("a bind mount needs root")
-	}
+	testenv.Root(t, "a bind mount")
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
-		t.Skipf("this machine refuses a bind mount: %v", err)
+		testenv.Missing(t)("this machine refuses a bind mount: %v", err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(dst, unix.MNT_DETACH) })
 }

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/volumes"
 )
 
@@ -16,9 +17,7 @@ import (
 // only: not through a symlink a container planted, and not beneath a
 // mount point.
 func TestFSGroupStaysInTheVolume(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("changing a file's group needs root")
-	}
+	testenv.Root(t, "changing a file's group")
 	outside, keep := outsideDir(t)
 	h := newHarness(t)
 	pod := fsGroupPod("fsg", nil, emptyDir("cache"))
@@ -51,9 +50,7 @@ func TestFSGroupStaysInTheVolume(t *testing.T) {
 
 // Special files and files nobody may read take the fsGroup too.
 func TestFSGroupOnSpecialFiles(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("changing a file's group needs root")
-	}
+	testenv.Root(t, "changing a file's group")
 	h := newHarness(t)
 	pod := fsGroupPod("special", nil, emptyDir("cache"))
 	pod.UID = types.UID("uid-special")

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 // A container that swaps a directory of its emptyDir (or of a content
@@ -27,9 +29,7 @@ func TestFSGroupWalkResistsASwappedSymlink(t *testing.T) {
 }
 
 func checkSwapResisted(t *testing.T, walk func(dir string)) {
-	if os.Geteuid() != 0 {
-		t.Skip("changing a file's group needs root")
-	}
+	testenv.Root(t, "changing a file's group")
 	outside := t.TempDir()
 	keep := filepath.Join(outside, "f")
 	if err := os.WriteFile(keep, nil, 0o600); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/volumes"
 )
 
@@ -32,9 +33,7 @@ func fsGroupPod(name string, policy *v1.PodFSGroupChangePolicy, vols ...v1.Volum
 }
 
 func TestFSGroupOnManagedVolumes(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("changing a file's group to an arbitrary fsGroup needs root")
-	}
+	testenv.Root(t, "changing a file's group to an arbitrary fsGroup")
 	ro := &scripted{attrs: volumes.Attributes{Managed: true, ReadOnly: true}}
 	fm := newHarness(t).mounter
 	h := newHarness(t, volumes.NewEmptyDir(volumes.PluginConfig{Mounter: fm}), volumes.NewHostPath(), ro)
@@ -58,9 +57,7 @@ func TestFSGroupOnManagedVolumes(t *testing.T) {
 }
 
 func TestFSGroupChangePolicy(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("changing a file's group to an arbitrary fsGroup needs root")
-	}
+	testenv.Root(t, "changing a file's group to an arbitrary fsGroup")
 	for _, tc := range []struct {
 		policy  v1.PodFSGroupChangePolicy
 		changed bool

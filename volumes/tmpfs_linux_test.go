@@ -11,14 +11,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	mount "k8s.io/mount-utils"
 
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/volumes"
 )
 
 // The secret plugin on a real tmpfs, where the host lets the test mount.
 func TestSecretRealTmpfs(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting needs root")
-	}
+	testenv.Root(t, "mounting")
 	objs := &volumes.Objects{}
 	objs.SetSecret(secret("creds", map[string]string{"k": "v"}))
 	p, err := volumes.NewSecret(volumes.PluginConfig{Objects: objs, Mounter: mount.New("")})
@@ -30,7 +29,7 @@ func TestSecretRealTmpfs(t *testing.T) {
 	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
 	if _, err := update(p, pod, dir, false); err != nil {
 		if strings.Contains(err.Error(), "mount tmpfs") {
-			t.Skipf("cannot mount here: %v", err)
+			testenv.Missing(t)("cannot mount here: %v", err)
 		}
 		t.Fatal(err)
 	}
@@ -68,9 +67,7 @@ func TestSecretRealTmpfs(t *testing.T) {
 // plugin that mounts: a Memory emptyDir and a secret both land on a real
 // tmpfs.
 func TestPluginConfigNilMounterIsTheHosts(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting needs root")
-	}
+	testenv.Root(t, "mounting")
 	objs := &volumes.Objects{}
 	objs.SetSecret(secret("creds", map[string]string{"k": "v"}))
 	cfg := volumes.PluginConfig{Objects: objs}
@@ -92,7 +89,7 @@ func TestPluginConfigNilMounterIsTheHosts(t *testing.T) {
 			t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
 			if _, err := update(c.p, c.pod, dir, false); err != nil {
 				if strings.Contains(err.Error(), "mount") && strings.Contains(err.Error(), "permitted") {
-					t.Skipf("cannot mount here: %v", err)
+					testenv.Missing(t)("cannot mount here: %v", err)
 				}
 				t.Fatal(err)
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nodekit/nodekit/internal/cgroupfs"
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 // TestRealCgroups creates, sets, reads back and removes a uniquely named
@@ -23,12 +24,10 @@ import (
 // cgroups and skips without them.
 func TestRealCgroups(t *testing.T) {
 	const mount = "/sys/fs/cgroup"
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: creating cgroups needs root")
-	}
+	testenv.Root(t, "creating cgroups")
 	m, err := cgroupfs.New(mount)
 	if err != nil {
-		t.Skipf("skipping: no usable cgroup mount: %v", err)
+		testenv.Missing(t)("no usable cgroup mount: %v", err)
 	}
 	buf := make([]byte, 6)
 	if _, err := rand.Read(buf); err != nil {
@@ -44,7 +43,7 @@ func TestRealCgroups(t *testing.T) {
 
 	err = m.Ensure(podPath, podResources())
 	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
-		t.Skipf("skipping: cgroups are not writable here: %v", err)
+		testenv.Missing(t)("cgroups are not writable here: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
