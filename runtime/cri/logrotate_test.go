@@ -320,38 +320,17 @@ func TestLogRotatorRunRotatesEveryPeriod(t *testing.T) {
 	clk := clocktesting.NewFakeClock(rotateStart)
 	r := newRotator(t, rt, clk, 1, 0)
 	writeFile(t, log, "big enough")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for !clk.HasWaiters() {
-		if time.Now().After(deadline) {
-			t.Fatal("Run never waited on the clock")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	runRotator(t, r, clk)
 	clk.Step(cri.DefaultLogRotatePeriod - time.Second)
 	if diff := cmp.Diff([]string{"0.log"}, listDir(t, dir)); diff != "" {
 		t.Fatalf("before the period (-want +got):\n%s", diff)
 	}
 	clk.Step(time.Second)
 	want := []string{"0.log", "0.log.20260304-050617"}
-	for i := 0; ; i++ {
+	waitFor(t, "the log rotated after a period", func() (bool, string) {
 		got := listDir(t, dir)
-		if cmp.Equal(want, got) {
-			break
-		}
-		if time.Now().After(deadline) || i > 10000 {
-			t.Fatalf("files after a period: %v, want %v", got, want)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return cmp.Equal(want, got), fmt.Sprint(got)
+	})
 }
 
 func TestNewLogRotatorRejectsBadConfig(t *testing.T) {
@@ -478,6 +457,22 @@ func (g *gatedRuntime) state() (inside, maxSeen int, statuses map[string]int) {
 }
 
 // waitFor polls cond (bounded in time) and fails with what it last saw.
+// runRotator runs r until the test ends, and returns once Run waits on
+// clk.
+func runRotator(t *testing.T, r *cri.LogRotator, clk *clocktesting.FakeClock) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	waitFor(t, "Run waiting on its clock", func() (bool, string) { return clk.HasWaiters(), "no waiter" })
+}
+
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -546,22 +541,13 @@ func TestLogRotatorRunSlowContainerHoldsNoOther(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	runRotator(t, r, clk)
 	rotatedFast := func(n int) func() (bool, string) {
 		return func() (bool, string) {
 			files, _ := filepath.Glob(fast + ".*")
 			return len(files) == n, fmt.Sprint(files)
 		}
 	}
-	waitFor(t, "Run waiting on its clock", func() (bool, string) { return clk.HasWaiters(), "no waiter" })
 	clk.Step(3 * time.Second)
 	waitFor(t, "the fast log rotated once", rotatedFast(1))
 	writeFile(t, fast, "big again")
@@ -719,39 +705,22 @@ func TestLogRotatorRunListsIntoTheSameMemory(t *testing.T) {
 	}
 	clk := clocktesting.NewFakeClock(rotateStart)
 	r := newRotator(t, rt, clk, 1<<20, 0)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for !clk.HasWaiters() {
-		if time.Now().After(deadline) {
-			t.Fatal("Run never waited on the clock")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	runRotator(t, r, clk)
 	// period steps the clock by a period and waits until Run listed for
 	// the nth time and the runtime was asked statuses times in all.
 	period := func(step string, n, statuses int) {
 		t.Helper()
 		clk.Step(cri.DefaultLogRotatePeriod)
-		for i := 0; ; i++ {
+		waitFor(t, step, func() (bool, string) {
 			rt.mu.Lock()
 			lists, asked := len(rt.bufs), rt.statusCalls
 			rt.mu.Unlock()
-			if lists == n && asked == statuses {
-				return
+			seen := fmt.Sprintf("%d lists and %d statuses asked, want %d and %d", lists, asked, n, statuses)
+			if lists > n || asked > statuses {
+				t.Fatalf("%s: %s", step, seen)
 			}
-			if lists > n || asked > statuses || time.Now().After(deadline) || i > 10000 {
-				t.Fatalf("%s: %d lists and %d statuses asked, want %d and %d", step, lists, asked, n, statuses)
-			}
-			time.Sleep(time.Millisecond)
-		}
+			return lists == n && asked == statuses, seen
+		})
 	}
 	period("first period", 1, 2)
 	rt.add("c2", filepath.Join(dir, "c2.log"), runtimeapi.ContainerState_CONTAINER_EXITED)
