@@ -29,7 +29,9 @@
 // at once, rather than after the CRI call's own 2-minute timeout. The call
 // is cancelled then; a runtime that ignores the cancellation keeps its one
 // call, which the next checks wait on instead of starting more, and holds
-// up neither Run nor its end (TestStatusThatIgnoresCancellationHoldsOneCall).
+// up neither Run nor its end (TestStatusThatIgnoresCancellationHoldsOneCall);
+// a cut-off call's answer is the cancellation's, so the runtime is asked
+// again once it returns (TestCheckAfterATimeoutAsksAgain).
 // A panic in Status is the check's error (TestStatusPanicIsTheChecksError).
 //
 // What the agent does with each pod, as the kubelet does:

@@ -57,10 +57,13 @@ func (a *Agent) watchRuntime(ctx context.Context) error {
 }
 
 // statusCall is a runtime Status call in flight: its verdict arrives on
-// done (buffered), and cancel cancels it.
+// done (buffered), and cancel cancels it. cutOff marks a call cancelled
+// at a timeout, whose verdict is then the cancellation's, not the
+// runtime's.
 type statusCall struct {
 	done   chan statusResult
 	cancel context.CancelFunc
+	cutOff bool
 }
 
 type statusResult struct {
@@ -75,7 +78,9 @@ type statusResult struct {
 // and checkRuntime returns at once. A runtime that does not give up when
 // cancelled keeps its call: the next check waits on that same call rather
 // than start another, so a hung runtime holds one goroutine, not one per
-// check, and never holds up the agent. A panic in Status is the call's
+// check, and never holds up the agent; once that call returns, its
+// verdict (the cancellation) is dropped and the runtime asked again. A
+// panic in Status is the call's
 // error. answered reports whether the call itself succeeded. Calls are
 // made one after the other (waitForRuntime, then watchRuntime), so
 // a.rtCall needs no lock.
@@ -86,16 +91,25 @@ func (a *Agent) checkRuntime(ctx context.Context) (answered bool, err error) {
 	t := a.cfg.Clock.NewTimer(a.cfg.RuntimeStatusTimeout)
 	defer t.Stop()
 	var r statusResult
-	select {
-	case r = <-a.rtCall.done:
-		a.rtCall.cancel()
-		a.rtCall = nil
-	case <-t.C():
-		a.rtCall.cancel()
-		r.err = fmt.Errorf("agent: the runtime did not answer Status within %s", a.cfg.RuntimeStatusTimeout)
-	case <-ctx.Done():
-		a.rtCall.cancel()
-		return false, ctx.Err()
+	for waiting := true; waiting; {
+		select {
+		case r = <-a.rtCall.done:
+			cutOff := a.rtCall.cutOff
+			a.rtCall.cancel()
+			a.rtCall = nil
+			if waiting = cutOff; waiting {
+				a.rtCall = a.startStatusCall(ctx)
+			}
+		case <-t.C():
+			a.rtCall.cancel()
+			a.rtCall.cutOff = true
+			r = statusResult{err: fmt.Errorf("agent: the runtime did not answer Status within %s", a.cfg.RuntimeStatusTimeout)}
+			waiting = false
+		case <-ctx.Done():
+			a.rtCall.cancel()
+			a.rtCall.cutOff = true
+			return false, ctx.Err()
+		}
 	}
 	a.setRuntimeErr(r.err)
 	return r.answered, r.err

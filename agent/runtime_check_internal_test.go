@@ -119,16 +119,7 @@ func TestHealthzFailsWhenStatusDoesNotAnswerInTime(t *testing.T) {
 	if a.cfg.RuntimeStatusTimeout != 5*time.Second {
 		t.Errorf("default RuntimeStatusTimeout %s, want 5s", a.cfg.RuntimeStatusTimeout)
 	}
-	done := make(chan error, 1)
-	go func() { _, err := a.checkRuntime(context.Background()); done <- err }()
-	pollUntil(t, "the check waits on the clock", clk.HasWaiters, func() string { return "" })
-	clk.Step(5 * time.Second)
-	var err2 error
-	select {
-	case err2 = <-done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the check did not return 20s after its timeout")
-	}
+	_, err2 := checkPastTimeout(t, a, clk, &log)
 	const want = "the runtime did not answer Status within 5s"
 	if err2 == nil || !strings.Contains(err2.Error(), want) {
 		t.Errorf("checkRuntime() = %v, want %q", err2, want)
@@ -137,6 +128,55 @@ func TestHealthzFailsWhenStatusDoesNotAnswerInTime(t *testing.T) {
 	a.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
 	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), want) {
 		t.Errorf("/healthz: %d %q, want 500 saying %q", rec.Code, rec.Body.String(), want)
+	}
+}
+
+// checkPastTimeout runs a.checkRuntime, steps clk past the Status timeout
+// once the check waits on it, and returns the check's verdict.
+func checkPastTimeout(t *testing.T, a *Agent, clk *clocktesting.FakeClock, log *logLines) (bool, error) {
+	t.Helper()
+	type res struct {
+		ok  bool
+		err error
+	}
+	done := make(chan res, 1)
+	go func() { ok, err := a.checkRuntime(context.Background()); done <- res{ok, err} }()
+	pollUntil(t, "the check waits on the clock", clk.HasWaiters, log.String)
+	clk.Step(a.cfg.RuntimeStatusTimeout)
+	select {
+	case r := <-done:
+		return r.ok, r.err
+	case <-time.After(20 * time.Second):
+		t.Fatal("the check did not return 20s after its timeout")
+		return false, nil
+	}
+}
+
+// A call cut off at the timeout answers the cancellation, not the
+// runtime's state: the next check asks again, and a runtime that answers
+// by then is healthy at once.
+func TestCheckAfterATimeoutAsksAgain(t *testing.T) {
+	fake, err := fakecri.New(fakecri.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := &hangingStatus{Runtime: fake, hang: true}
+	clk := clocktesting.NewFakeClock(time.Now())
+	var log logLines
+	a := fakeClockAgent(t, rs, clk, &log)
+	if _, err := checkPastTimeout(t, a, clk, &log); err == nil {
+		t.Fatal("a check of a hung runtime succeeded")
+	}
+	rs.mu.Lock()
+	rs.hang = false
+	rs.mu.Unlock()
+	// The cut-off call returns once it sees its cancellation.
+	pollUntil(t, "the cut-off call returned", func() bool { return len(a.rtCall.done) == 1 }, log.String)
+	if ok, err := a.checkRuntime(context.Background()); !ok || err != nil {
+		t.Errorf("checkRuntime() of a runtime that answers again = %v, %v; want true, nil", ok, err)
+	}
+	if a.Healthy() != nil {
+		t.Errorf("Healthy() = %v, want nil", a.Healthy())
 	}
 }
 
@@ -153,26 +193,8 @@ func TestStatusThatIgnoresCancellationHoldsOneCall(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	var log logLines
 	a := fakeClockAgent(t, rs, clk, &log)
-	check := func() (bool, error) {
-		t.Helper()
-		type res struct {
-			ok  bool
-			err error
-		}
-		done := make(chan res, 1)
-		go func() { ok, err := a.checkRuntime(context.Background()); done <- res{ok, err} }()
-		pollUntil(t, "the check waits on the clock", clk.HasWaiters, log.String)
-		clk.Step(5 * time.Second)
-		select {
-		case r := <-done:
-			return r.ok, r.err
-		case <-time.After(20 * time.Second):
-			t.Fatal("the check did not return 20s after its timeout")
-			return false, nil
-		}
-	}
 	for i := range 3 {
-		if ok, err := check(); ok || err == nil || !strings.Contains(err.Error(), "did not answer Status within 5s") {
+		if ok, err := checkPastTimeout(t, a, clk, &log); ok || err == nil || !strings.Contains(err.Error(), "did not answer Status within 5s") {
 			t.Fatalf("check %d: checkRuntime() = %v, %v; want the timeout", i, ok, err)
 		}
 	}
