@@ -286,7 +286,7 @@
 // the node (its log directory, its container logs). SyncPod refuses, with
 // an error naming the field, a pod whose namespace is not a DNS-1123 label
 // (or empty), whose name is not a DNS-1123 subdomain, whose UID holds a
-// slash or is "." or "..", or a container whose name is not a DNS-1123
+// slash, a backslash or a NUL or is "." or "..", or a container whose name is not a DNS-1123
 // label, as the API server would: a caller of this package that did not
 // validate its pods cannot make it write outside its directories
 // (TestPodPartsThatWouldLeaveTheLogsDirAreRefused).

@@ -167,7 +167,7 @@ func (r *Runtime) gcPodCgroups(ctx context.Context, podGone func(types.UID) bool
 func (r *Runtime) removeContainer(ctx context.Context, id string) error {
 	if st, err := r.rs.ContainerStatus(ctx, id, false); err == nil {
 		if p := st.GetStatus().GetLogPath(); p != "" {
-			if err := r.underLogsDir(p, 2); err != nil {
+			if err := underDir(r.cfg.PodLogsDir, p, 2); err != nil {
 				r.log.Info("not removing a container log outside the pod logs directory", "containerID", id, "path", p, "err", err)
 			} else if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
 				r.log.V(2).Info("removing a container log failed", "containerID", id, "err", err)
@@ -213,7 +213,7 @@ func (r *Runtime) gcSandboxes(ctx context.Context, live map[string]int, podGone 
 			m := list[0]
 			name := m.Namespace + "_" + m.Name + "_" + string(uid)
 			dir := filepath.Join(r.cfg.PodLogsDir, name)
-			if err := r.underLogsDir(dir, 1); err != nil || strings.ContainsRune(name, '/') {
+			if err := underDir(r.cfg.PodLogsDir, dir, 1); err != nil || strings.ContainsRune(name, '/') {
 				r.log.Info("not removing a pod log directory outside the pod logs directory", "pod", m.Namespace+"/"+m.Name, "podUID", uid, "path", dir, "err", err)
 				continue
 			}
@@ -225,16 +225,11 @@ func (r *Runtime) gcSandboxes(ctx context.Context, live map[string]int, podGone 
 	return errors.Join(errs...)
 }
 
-// underLogsDir checks that p lies depth levels below Config.PodLogsDir
-// (1: a pod's log directory; 2: a log file in a container's directory
-// within it, or deeper), lexically and once the symlinks of its parent
-// are resolved.
-func (r *Runtime) underLogsDir(p string, depth int) error {
-	return underDir(r.cfg.PodLogsDir, p, depth)
-}
-
-// underDir checks that p lies depth levels below root, lexically and once
-// the symlinks of its parent are resolved.
+// underDir checks that p lies depth levels below root, a pod logs
+// directory (1: a pod's log directory; 2: a log file in a container's
+// directory within it, or deeper), lexically and once the symlinks of its
+// parent are resolved. GC and log rotation check the runtime's paths
+// with it before they remove or rename anything.
 func underDir(root, p string, depth int) error {
 	root = filepath.Clean(root)
 	if !filepath.IsAbs(p) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -120,13 +121,23 @@ func (r *Runtime) hostsMount(pod *v1.Pod, c *v1.Container, podIPs []string) (*ru
 }
 
 // podDir is the pod's directory under PodsDir. A UID that is not one
-// plain path element is refused, so nothing is written outside PodsDir.
+// plain path element is refused (checkUID), so nothing is written outside
+// PodsDir.
 func (r *Runtime) podDir(pod *v1.Pod) (string, error) {
-	uid := string(pod.UID)
-	if uid == "" || uid == "." || uid == ".." || strings.ContainsAny(uid, `/\`) {
-		return "", fmt.Errorf("metadata.uid %q cannot name a directory: %w", uid, runtime.ErrInvalidArgument)
+	if err := checkUID(pod.UID); err != nil {
+		return "", err
 	}
-	return filepath.Join(r.cfg.PodsDir, uid), nil
+	return filepath.Join(r.cfg.PodsDir, string(pod.UID)), nil
+}
+
+// checkUID refuses a UID that is not one plain path element: empty, "."
+// or "..", or holding a slash, a backslash or a NUL. The pod's directory
+// and its log directory are named after it.
+func checkUID(uid types.UID) error {
+	if s := string(uid); s == "" || s == "." || s == ".." || strings.ContainsAny(s, "/\\\x00") {
+		return fmt.Errorf("metadata.uid: Invalid value: %q: cannot name a directory: %w", s, runtime.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // writeInPlace makes path hold content with mode perm (whatever the

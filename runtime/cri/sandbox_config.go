@@ -42,7 +42,7 @@ func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {
 // pathSafe checks the parts of a pod that name its log directory, as the
 // API server's validation would: the namespace a DNS-1123 label (or empty,
 // as a pod given to this package alone may be), the name
-// a DNS-1123 subdomain, the UID without a slash and neither "." nor "..".
+// a DNS-1123 subdomain, the UID one plain path element (checkUID).
 // A caller of this package need not have validated the pod: a name like
 // "../x" must not reach the node's files.
 func pathSafe(pod *v1.Pod) error {
@@ -52,10 +52,7 @@ func pathSafe(pod *v1.Pod) error {
 	if errs := validation.IsDNS1123Subdomain(pod.Name); len(errs) > 0 {
 		return fmt.Errorf("metadata.name: Invalid value: %q: %s", pod.Name, strings.Join(errs, "; "))
 	}
-	if uid := string(pod.UID); uid == "" || uid == "." || uid == ".." || strings.ContainsAny(uid, "/\x00") {
-		return fmt.Errorf("metadata.uid: Invalid value: %q: must be non-empty, without a slash, and neither . nor ..", uid)
-	}
-	return nil
+	return checkUID(pod.UID)
 }
 
 // sandboxConfig is the CRI sandbox config for a pod. Errors name the
