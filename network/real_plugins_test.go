@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/network"
 )
 
@@ -41,10 +42,7 @@ func pluginDir() string {
 
 func requireRealPlugins(t testing.TB) string {
 	t.Helper()
-	skip := t.Skipf
-	if os.Getenv("NODEKIT_NETWORK_REQUIRED") != "" {
-		skip = t.Fatalf
-	}
+	skip := testenv.Network.Missing(t)
 	if os.Geteuid() != 0 {
 		skip("needs root to create network namespaces and a bridge (run make test as root)")
 	}

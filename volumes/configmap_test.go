@@ -254,7 +254,7 @@ func TestConfigMapTearDown(t *testing.T) {
 // Before a new generation is switched in, it already has the pod's
 // fsGroup, so a container of another user can read it at once.
 func TestConfigMapFSGroupBeforeSwitch(t *testing.T) {
-	testenv.Root(t, "changing a file's group to any group")
+	testenv.Privileged.Root(t, "changing a file's group to any group")
 	p := configMapPlugin(t, objectsWith(cm("settings", map[string]string{"a": "1"})))
 	pod := testPod(configMapVolume("cfg", v1.ConfigMapVolumeSource{
 		LocalObjectReference: v1.LocalObjectReference{Name: "settings"},

@@ -119,12 +119,12 @@ func TestEmptyDirOnDisk(t *testing.T) {
 
 // TestEmptyDirRealTmpfs mounts a real tmpfs: it needs root.
 func TestEmptyDirRealTmpfs(t *testing.T) {
-	testenv.Root(t, "mounting a tmpfs (the fake mounter's tests cover the rest)")
+	testenv.Privileged.Root(t, "mounting a tmpfs (the fake mounter's tests cover the rest)")
 	e := volumes.NewEmptyDir(volumes.PluginConfig{Mounter: mount.New("")})
 	pod, v := memoryPod("4Mi", "")
 	dir := filepath.Join(t.TempDir(), "mem")
 	if _, err := e.SetUp(context.Background(), &volumes.Request{Pod: pod, Volume: v, Dir: dir}); err != nil {
-		testenv.Missing(t)("this machine refuses a tmpfs mount (%v)", err)
+		testenv.Privileged.Missing(t)("this machine refuses a tmpfs mount (%v)", err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
 	var fs unix.Statfs_t

@@ -19,12 +19,12 @@ import (
 // skips it where the host refuses.
 func bindMount(t *testing.T, src, dst string) {
 	t.Helper()
-	testenv.Root(t, "a bind mount")
+	testenv.Privileged.Root(t, "a bind mount")
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
-		testenv.Missing(t)("this machine refuses a bind mount: %v", err)
+		testenv.Privileged.Missing(t)("this machine refuses a bind mount: %v", err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(dst, unix.MNT_DETACH) })
 }

@@ -62,7 +62,7 @@ func TestHostPathTypes(t *testing.T) {
 	} {
 		t.Run(string(tc.typ)+" "+tc.path, func(t *testing.T) {
 			if tc.path == "" {
-				testenv.Missing(t)("no block device in /dev on this machine")
+				testenv.Privileged.Missing(t)("no block device in /dev on this machine")
 			}
 			got, err := setUpHostPath(tc.path, tc.typ)
 			if tc.want == "" {

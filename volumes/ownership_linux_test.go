@@ -17,7 +17,7 @@ import (
 // only: not through a symlink a container planted, and not beneath a
 // mount point.
 func TestFSGroupStaysInTheVolume(t *testing.T) {
-	testenv.Root(t, "changing a file's group")
+	testenv.Privileged.Root(t, "changing a file's group")
 	outside, keep := outsideDir(t)
 	h := newHarness(t)
 	pod := fsGroupPod("fsg", nil, emptyDir("cache"))
@@ -50,7 +50,7 @@ func TestFSGroupStaysInTheVolume(t *testing.T) {
 
 // Special files and files nobody may read take the fsGroup too.
 func TestFSGroupOnSpecialFiles(t *testing.T) {
-	testenv.Root(t, "changing a file's group")
+	testenv.Privileged.Root(t, "changing a file's group")
 	h := newHarness(t)
 	pod := fsGroupPod("special", nil, emptyDir("cache"))
 	pod.UID = types.UID("uid-special")

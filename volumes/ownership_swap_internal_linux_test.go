@@ -29,7 +29,7 @@ func TestFSGroupWalkResistsASwappedSymlink(t *testing.T) {
 }
 
 func checkSwapResisted(t *testing.T, walk func(dir string)) {
-	testenv.Root(t, "changing a file's group")
+	testenv.Privileged.Root(t, "changing a file's group")
 	outside := t.TempDir()
 	keep := filepath.Join(outside, "f")
 	if err := os.WriteFile(keep, nil, 0o600); err != nil {

@@ -33,7 +33,7 @@ func fsGroupPod(name string, policy *v1.PodFSGroupChangePolicy, vols ...v1.Volum
 }
 
 func TestFSGroupOnManagedVolumes(t *testing.T) {
-	testenv.Root(t, "changing a file's group to an arbitrary fsGroup")
+	testenv.Privileged.Root(t, "changing a file's group to an arbitrary fsGroup")
 	ro := &scripted{attrs: volumes.Attributes{Managed: true, ReadOnly: true}}
 	fm := newHarness(t).mounter
 	h := newHarness(t, volumes.NewEmptyDir(volumes.PluginConfig{Mounter: fm}), volumes.NewHostPath(), ro)
@@ -57,7 +57,7 @@ func TestFSGroupOnManagedVolumes(t *testing.T) {
 }
 
 func TestFSGroupChangePolicy(t *testing.T) {
-	testenv.Root(t, "changing a file's group to an arbitrary fsGroup")
+	testenv.Privileged.Root(t, "changing a file's group to an arbitrary fsGroup")
 	for _, tc := range []struct {
 		policy  v1.PodFSGroupChangePolicy
 		changed bool

@@ -17,7 +17,7 @@ import (
 
 // The secret plugin on a real tmpfs, where the host lets the test mount.
 func TestSecretRealTmpfs(t *testing.T) {
-	testenv.Root(t, "mounting")
+	testenv.Privileged.Root(t, "mounting")
 	objs := &volumes.Objects{}
 	objs.SetSecret(secret("creds", map[string]string{"k": "v"}))
 	p, err := volumes.NewSecret(volumes.PluginConfig{Objects: objs, Mounter: mount.New("")})
@@ -29,7 +29,7 @@ func TestSecretRealTmpfs(t *testing.T) {
 	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
 	if _, err := update(p, pod, dir, false); err != nil {
 		if strings.Contains(err.Error(), "mount tmpfs") {
-			testenv.Missing(t)("cannot mount here: %v", err)
+			testenv.Privileged.Missing(t)("cannot mount here: %v", err)
 		}
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestSecretRealTmpfs(t *testing.T) {
 // plugin that mounts: a Memory emptyDir and a secret both land on a real
 // tmpfs.
 func TestPluginConfigNilMounterIsTheHosts(t *testing.T) {
-	testenv.Root(t, "mounting")
+	testenv.Privileged.Root(t, "mounting")
 	objs := &volumes.Objects{}
 	objs.SetSecret(secret("creds", map[string]string{"k": "v"}))
 	cfg := volumes.PluginConfig{Objects: objs}
@@ -89,7 +89,7 @@ func TestPluginConfigNilMounterIsTheHosts(t *testing.T) {
 			t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
 			if _, err := update(c.p, c.pod, dir, false); err != nil {
 				if strings.Contains(err.Error(), "mount") && strings.Contains(err.Error(), "permitted") {
-					testenv.Missing(t)("cannot mount here: %v", err)
+					testenv.Privileged.Missing(t)("cannot mount here: %v", err)
 				}
 				t.Fatal(err)
 			}

@@ -24,10 +24,10 @@ import (
 // cgroups and skips without them.
 func TestRealCgroups(t *testing.T) {
 	const mount = "/sys/fs/cgroup"
-	testenv.Root(t, "creating cgroups")
+	testenv.Privileged.Root(t, "creating cgroups")
 	m, err := cgroupfs.New(mount)
 	if err != nil {
-		testenv.Missing(t)("no usable cgroup mount: %v", err)
+		testenv.Privileged.Missing(t)("no usable cgroup mount: %v", err)
 	}
 	buf := make([]byte, 6)
 	if _, err := rand.Read(buf); err != nil {
@@ -43,7 +43,7 @@ func TestRealCgroups(t *testing.T) {
 
 	err = m.Ensure(podPath, podResources())
 	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
-		testenv.Missing(t)("cgroups are not writable here: %v", err)
+		testenv.Privileged.Missing(t)("cgroups are not writable here: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

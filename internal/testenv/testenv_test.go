@@ -16,16 +16,16 @@ func (r *recorder) Skipf(string, ...any)  { r.skipped = true }
 func (r *recorder) Fatalf(string, ...any) { r.failed = true }
 
 func TestMissingSkipsUnlessRequired(t *testing.T) {
-	t.Setenv(testenv.PrivilegedRequired, "")
+	t.Setenv(string(testenv.Privileged), "")
 	r := &recorder{TB: t}
-	testenv.Missing(r)("no %s", "mount")
+	testenv.Privileged.Missing(r)("no %s", "mount")
 	if !r.skipped || r.failed {
-		t.Errorf("without %s: skipped %v, failed %v; want a skip", testenv.PrivilegedRequired, r.skipped, r.failed)
+		t.Errorf("without %s: skipped %v, failed %v; want a skip", string(testenv.Privileged), r.skipped, r.failed)
 	}
-	t.Setenv(testenv.PrivilegedRequired, "1")
+	t.Setenv(string(testenv.Privileged), "1")
 	r = &recorder{TB: t}
-	testenv.Missing(r)("no %s", "mount")
+	testenv.Privileged.Missing(r)("no %s", "mount")
 	if r.skipped || !r.failed {
-		t.Errorf("with %s: skipped %v, failed %v; want a failure", testenv.PrivilegedRequired, r.skipped, r.failed)
+		t.Errorf("with %s: skipped %v, failed %v; want a failure", string(testenv.Privileged), r.skipped, r.failed)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/runtime/fakecri"
 )
 
@@ -53,12 +54,7 @@ func (n *recordingNetwork) TearDownSandbox(_ context.Context, sb fakecri.Sandbox
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("NODEKIT_NETWORK_REQUIRED") != "" {
-			t.Fatal("creating network namespaces needs root")
-		}
-		t.Skip("creating network namespaces needs root")
-	}
+	testenv.Network.Root(t, "creating network namespaces")
 }
 
 func TestNetworkHookGetsARealNamespacePerSandbox(t *testing.T) {
