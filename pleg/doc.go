@@ -12,7 +12,7 @@
 // whose last inspection failed. A relist of unchanged pods costs the
 // runtime's list calls and nothing more: it builds its records of them in
 // the map of the relist before last, and allocates nothing per pod
-// (BenchmarkRelistUnchanged: 1000 pods, 4 allocations and 130 to 250 bytes a
+// (BenchmarkRelistUnchanged: 1000 pods, 4 allocations and 120 to 250 bytes a
 // relist, the first relist's maps spread over the runs, where a new
 // map took 148 kB). After each relist the cache's
 // global timestamp moves on, so Cache.GetNewerThan unblocks for every

@@ -182,10 +182,10 @@ func (f *File) scan() (pods []*v1.Pod, origins map[types.UID]string, fingerprint
 }
 
 // cached returns the file's pod, parsing it only when it changed; fresh
-// reports a new parse.
-// A symlink is followed, as the kubelet follows it; a path that is not a
-// regular file (a named pipe, a device, a socket) is refused without
-// being opened, for opening a named pipe would block the source.
+// reports a new parse. A symlink is followed, as the kubelet follows it;
+// a path that is not a regular file (a named pipe, a device, a socket) is
+// refused without being opened, for opening a named pipe would block the
+// source.
 func (f *File) cached(path string, seen time.Time) (*v1.Pod, error, bool) {
 	info, err := os.Stat(path)
 	if err != nil {
