@@ -81,17 +81,36 @@ func (l *logLines) String() string {
 	return strings.Join(l.lines, "\n")
 }
 
-func fakeClockAgent(t *testing.T, rs *hangingStatus, clk *clocktesting.FakeClock, log *logLines) *Agent {
+// checkEnv is an agent over fakecri behind a hangingStatus, on a fake
+// clock, logging to log.
+type checkEnv struct {
+	a   *Agent
+	rs  *hangingStatus
+	clk *clocktesting.FakeClock
+	log *logLines
+}
+
+// newCheckEnv makes a checkEnv; edit, when not nil, sets the runtime up
+// (hang, deaf, panics, fakecri's injected errors) before the agent exists.
+func newCheckEnv(t *testing.T, edit func(*hangingStatus)) *checkEnv {
 	t.Helper()
+	fake, err := fakecri.New(fakecri.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &checkEnv{rs: &hangingStatus{Runtime: fake}, clk: clocktesting.NewFakeClock(time.Now()), log: &logLines{}}
+	if edit != nil {
+		edit(e.rs)
+	}
 	dir := t.TempDir()
-	a, err := New(Config{NodeName: "node", RuntimeService: rs, ImageService: rs.Runtime,
+	e.a, err = New(Config{NodeName: "node", RuntimeService: e.rs, ImageService: fake,
 		Sources: []podsource.Source{podsource.NewChannel("api", 0)},
-		Clock:   clk, Logger: funcr.New(log.add, funcr.Options{}),
+		Clock:   e.clk, Logger: funcr.New(e.log.add, funcr.Options{}),
 		CRI: cri.Config{PodLogsDir: dir + "/logs", PodsDir: dir + "/pods", ResolvConf: "-"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a
+	return e
 }
 
 // pollUntil polls cond every 5ms for up to 20s of wall time.
@@ -108,18 +127,12 @@ func pollUntil(t *testing.T, what string, cond func() bool, state func() string)
 // /healthz fail at once, naming the timeout, instead of after the CRI
 // call's own 2-minute timeout.
 func TestHealthzFailsWhenStatusDoesNotAnswerInTime(t *testing.T) {
-	fake, err := fakecri.New(fakecri.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := &hangingStatus{Runtime: fake, hang: true}
-	clk := clocktesting.NewFakeClock(time.Now())
-	var log logLines
-	a := fakeClockAgent(t, rs, clk, &log)
+	e := newCheckEnv(t, func(h *hangingStatus) { h.hang = true })
+	a, clk, log := e.a, e.clk, e.log
 	if a.cfg.RuntimeStatusTimeout != 5*time.Second {
 		t.Errorf("default RuntimeStatusTimeout %s, want 5s", a.cfg.RuntimeStatusTimeout)
 	}
-	_, err2 := checkPastTimeout(t, a, clk, &log)
+	_, err2 := checkPastTimeout(t, a, clk, log)
 	const want = "the runtime did not answer Status within 5s"
 	if err2 == nil || !strings.Contains(err2.Error(), want) {
 		t.Errorf("checkRuntime() = %v, want %q", err2, want)
@@ -156,15 +169,9 @@ func checkPastTimeout(t *testing.T, a *Agent, clk *clocktesting.FakeClock, log *
 // runtime's state: the next check asks again, and a runtime that answers
 // by then is healthy at once.
 func TestCheckAfterATimeoutAsksAgain(t *testing.T) {
-	fake, err := fakecri.New(fakecri.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := &hangingStatus{Runtime: fake, hang: true}
-	clk := clocktesting.NewFakeClock(time.Now())
-	var log logLines
-	a := fakeClockAgent(t, rs, clk, &log)
-	if _, err := checkPastTimeout(t, a, clk, &log); err == nil {
+	e := newCheckEnv(t, func(h *hangingStatus) { h.hang = true })
+	a, rs, clk, log := e.a, e.rs, e.clk, e.log
+	if _, err := checkPastTimeout(t, a, clk, log); err == nil {
 		t.Fatal("a check of a hung runtime succeeded")
 	}
 	rs.mu.Lock()
@@ -184,17 +191,11 @@ func TestCheckAfterATimeoutAsksAgain(t *testing.T) {
 // check, and holds one call: the checks after the timeout wait on that
 // same call instead of starting more, and take its answer when it comes.
 func TestStatusThatIgnoresCancellationHoldsOneCall(t *testing.T) {
-	fake, err := fakecri.New(fakecri.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	deaf := make(chan struct{})
-	rs := &hangingStatus{Runtime: fake, deaf: deaf}
-	clk := clocktesting.NewFakeClock(time.Now())
-	var log logLines
-	a := fakeClockAgent(t, rs, clk, &log)
+	e := newCheckEnv(t, func(h *hangingStatus) { h.deaf = deaf })
+	a, rs, clk, log := e.a, e.rs, e.clk, e.log
 	for i := range 3 {
-		if ok, err := checkPastTimeout(t, a, clk, &log); ok || err == nil || !strings.Contains(err.Error(), "did not answer Status within 5s") {
+		if ok, err := checkPastTimeout(t, a, clk, log); ok || err == nil || !strings.Contains(err.Error(), "did not answer Status within 5s") {
 			t.Fatalf("check %d: checkRuntime() = %v, %v; want the timeout", i, ok, err)
 		}
 	}
@@ -217,13 +218,8 @@ func TestStatusThatIgnoresCancellationHoldsOneCall(t *testing.T) {
 // A runtime whose Status panics fails the check with the panic, logged
 // with its stack, and the agent goes on.
 func TestStatusPanicIsTheChecksError(t *testing.T) {
-	fake, err := fakecri.New(fakecri.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := &hangingStatus{Runtime: fake, panics: true}
-	var log logLines
-	a := fakeClockAgent(t, rs, clocktesting.NewFakeClock(time.Now()), &log)
+	e := newCheckEnv(t, func(h *hangingStatus) { h.panics = true })
+	a, log := e.a, e.log
 	ok, err := a.checkRuntime(context.Background())
 	const want = "the runtime's Status panicked: status exploded"
 	if ok || err == nil || !strings.Contains(err.Error(), want) {
@@ -243,17 +239,12 @@ func TestStatusPanicIsTheChecksError(t *testing.T) {
 // back-off on the clock, logging why, and syncs nothing meanwhile; then it
 // starts.
 func TestRunWaitsForTheRuntime(t *testing.T) {
-	fake, err := fakecri.New(fakecri.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		fake.InjectError("Status", grpcstatus.Error(codes.Unavailable, "connection refused"))
-	}
-	rs := &hangingStatus{Runtime: fake}
-	clk := clocktesting.NewFakeClock(time.Now())
-	var log logLines
-	a := fakeClockAgent(t, rs, clk, &log)
+	e := newCheckEnv(t, func(h *hangingStatus) {
+		for range 3 {
+			h.InjectError("Status", grpcstatus.Error(codes.Unavailable, "connection refused"))
+		}
+	})
+	a, fake, clk, log := e.a, e.rs.Runtime, e.clk, e.log
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
