@@ -237,7 +237,9 @@
 // the API server's; Pending when that has none) and without the node's
 // DisruptionTarget, and the whole status once the pod has stopped: at
 // the status's next change, at Resend (Run sends it again, without
-// waiting), or at Flush (sent at once, in the caller's goroutine, after
+// waiting; a Resend made while the sink is being sent a status that gets
+// held back sends it again once that call ends,
+// TestManagerResendDuringAHeldBackPushIsKept), or at Flush (sent at once, in the caller's goroutine, after
 // any sink call under way, as long as its ctx allows; a failure is
 // retried by Run after its back-off). The Manager's own status
 // (GetPodStatus, Pods) is never held back. Sink calls, from Run and

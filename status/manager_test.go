@@ -647,6 +647,55 @@ func TestManagerResendsAHeldBackStatus(t *testing.T) {
 	}
 }
 
+// A Resend made while the sink is being sent a status that gets held
+// back is not lost: once that call ends, the status goes again, whole if
+// the pod can no longer have running containers. The agent's Resend, as
+// a worker stops its pod, may meet the push of its final status.
+func TestManagerResendDuringAHeldBackPushIsKept(t *testing.T) {
+	calls := make(chan v1.PodPhase, 4)
+	inSink, release := make(chan struct{}, 1), make(chan struct{})
+	var mu sync.Mutex
+	mayRun, block := true, false
+	m := status.New(status.Config{
+		CouldHaveRunningContainers: func(types.UID) bool { mu.Lock(); defer mu.Unlock(); return mayRun },
+		Sink: status.SinkFunc(func(_ context.Context, _ *v1.Pod, st v1.PodStatus) error {
+			mu.Lock()
+			b := block
+			mu.Unlock()
+			if b {
+				inSink <- struct{}{}
+				<-release
+			}
+			calls <- st.Phase
+			return nil
+		})})
+	runManager(t, m)
+	p := pod(v1.RestartPolicyNever, nil, "a")
+	m.SetPodStatus(p, runningAs("fake://a-0"))
+	<-calls
+	mu.Lock()
+	block = true
+	mu.Unlock()
+	m.SetPodStatus(p, v1.PodStatus{Phase: v1.PodSucceeded})
+	<-inSink // the held-back status is being sent
+	mu.Lock()
+	mayRun, block = false, false
+	mu.Unlock()
+	m.Resend(p.UID)
+	close(release)
+	if phase := <-calls; phase != v1.PodRunning {
+		t.Fatalf("the sink got %s while the pod may run, want Running", phase)
+	}
+	select {
+	case phase := <-calls:
+		if phase != v1.PodSucceeded {
+			t.Errorf("after Resend the sink got %s, want Succeeded", phase)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Resend made during the held-back push sent nothing within 10s")
+	}
+}
+
 // TestManagerHoldsBackToThePodsOwnPhase checks the phase the sink gets
 // held back before it accepted any status: the pod's own (the API
 // server's), as the kubelet keeps the API's; and that a pod whose own

@@ -118,6 +118,9 @@ type entry struct {
 	sentPhase               v1.PodPhase
 	sentReason, sentMessage string
 	accepted, held          bool
+	// resends counts the Resend calls, so that a push that got its
+	// status held back sees one made while it was under way.
+	resends uint64
 	// reconciled is when Reconcile last had the status sent again;
 	// reconcile, that it found the sink's store differing since, within
 	// ReconcileInterval of that.
@@ -752,11 +755,18 @@ func (m *Manager) Flush(ctx context.Context, uid types.UID) error {
 // back, so that it goes whole once the pod can no longer have running
 // containers; it does not wait. The agent calls it as a pod's worker
 // has stopped the pod, as the kubelet's status manager sends the final
-// status of a pod then (TerminatePod).
+// status of a pod then (TerminatePod). One made while a sink call is
+// under way is not lost if that call's status gets held back: it is sent
+// again once the call ends.
 func (m *Manager) Resend(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if e := m.pods[uid]; e != nil && e.held {
+	e := m.pods[uid]
+	if e == nil {
+		return
+	}
+	e.resends++ // seen by a push under way (push)
+	if e.held {
 		e.sent = 0
 		m.poke()
 	}
@@ -843,7 +853,7 @@ func (m *Manager) push(ctx context.Context, uid types.UID, resend bool) error {
 		m.mu.Unlock()
 		return nil
 	}
-	pod, st, version := e.pod, *e.status.DeepCopy(), e.version
+	pod, st, version, resends := e.pod, *e.status.DeepCopy(), e.version, e.resends
 	// The phase the sink has: the one it last accepted, else the pod's
 	// own (the API server's), as the kubelet keeps the API's.
 	phase, reason, message := e.sentPhase, e.sentReason, e.sentMessage
@@ -875,6 +885,12 @@ func (m *Manager) push(ctx context.Context, uid types.UID, resend bool) error {
 	}
 	e.sent, e.held, e.accepted = version, held, true
 	e.sentPhase, e.sentReason, e.sentMessage = st.Phase, st.Reason, st.Message
+	if held && e.resends != resends {
+		// Resend was called while the sink had this call: it asked for
+		// the status to go again, which it could not see held then.
+		e.sent = 0
+		m.poke()
+	}
 	return nil
 }
 
