@@ -288,11 +288,15 @@ func message(b []byte, name string, f func(num protowire.Number, typ protowire.T
 
 // mapEntry reads one entry of a map<string, string> field and stores its
 // value in vals[i] when its key is keys[i]. A later entry with the same
-// key replaces an earlier one, as in the decoded map.
+// key replaces an earlier one, as in the decoded map. With no keys asked
+// for, the entry is stepped over unread.
 func mapEntry(in *interner, b []byte, name string, keys, vals []string) (int, error) {
 	v, n := protowire.ConsumeBytes(b)
 	if n < 0 {
 		return n, fieldError(name, "truncated entry")
+	}
+	if len(keys) == 0 {
+		return n, nil
 	}
 	var key, val []byte
 	err := walk(v, func(num protowire.Number, typ protowire.Type, b []byte) (n int, err error) {
