@@ -22,16 +22,18 @@ func QOSClass(pod *v1.Pod) v1.PodQOSClass {
 		return pod.Status.QOSClass
 	}
 	set, guaranteed := false, true
-	all := append(append([]v1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...)
-	for _, c := range all {
-		for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-			req, hasReq := c.Resources.Requests[r]
-			lim, hasLim := c.Resources.Limits[r]
-			if (hasReq && !req.IsZero()) || (hasLim && !lim.IsZero()) {
-				set = true
-			}
-			if !hasLim || lim.IsZero() || (hasReq && req.Cmp(lim) != 0) {
-				guaranteed = false
+	for _, list := range [2][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			res := &list[i].Resources
+			for _, r := range [2]v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+				req, hasReq := res.Requests[r]
+				lim, hasLim := res.Limits[r]
+				if (hasReq && !req.IsZero()) || (hasLim && !lim.IsZero()) {
+					set = true
+				}
+				if !hasLim || lim.IsZero() || (hasReq && req.Cmp(lim) != 0) {
+					guaranteed = false
+				}
 			}
 		}
 	}
