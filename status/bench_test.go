@@ -2,6 +2,7 @@ package status_test
 
 import (
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -15,11 +16,18 @@ func webPod() (*v1.Pod, *runtime.PodStatus) {
 	always := v1.ContainerRestartPolicyAlways
 	web := pod(v1.RestartPolicyAlways, []string{"setup", "proxy"}, "app", "metrics", "probed")
 	web.Spec.InitContainers[1].RestartPolicy = &always
-	return web, observed(
+	obs := observed(
 		c("probed", running, 0, 0), c("metrics", running, 0, 0),
 		c("app", running, 0, 1), c("app", exited, 137, 0),
 		c("proxy", running, 0, 0), c("setup", exited, 0, 0),
 	)
+	// Runtimes report times in nanoseconds, which a recorded status
+	// keeps in whole seconds.
+	for i, cs := range obs.ContainerStatuses {
+		cs.StartedAt = cs.StartedAt.Add(time.Duration(i+1) * 123456789)
+		cs.FinishedAt = cs.FinishedAt.Add(time.Duration(i+1) * 234567891)
+	}
+	return web, obs
 }
 
 // BenchmarkGenerate measures one status generation for pods of the usual

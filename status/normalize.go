@@ -21,30 +21,61 @@ const MaxTerminationMessagesLength = 12 * 1024
 // API server stores them; each terminated container's message cut to its
 // share of MaxTerminationMessagesLength; regular and ephemeral container
 // statuses in name order, init container statuses in the spec's. The
-// caller's slices are never written: a status that needs a change is
-// copied first, and copied reports it.
-func normalize(pod *v1.Pod, s v1.PodStatus) (_ v1.PodStatus, copied bool) {
+// caller's memory is never written: what needs a change is copied, and
+// the rest is shared with s, so that a resync, whose status differs only
+// in the runtime's nanoseconds, copies a few small structs rather than
+// the whole status.
+func normalize(pod *v1.Pod, s v1.PodStatus) v1.PodStatus {
 	budget := messageBudget(pod)
-	if !needsNormalizing(pod, &s, budget) {
-		return s, false
+	if t := s.StartTime; t != nil && t.Nanosecond() != 0 {
+		s.StartTime = &metav1.Time{Time: t.Truncate(time.Second)}
 	}
-	s = *s.DeepCopy()
-	second(s.StartTime)
-	for i := range s.Conditions {
-		second(&s.Conditions[i].LastProbeTime)
-		second(&s.Conditions[i].LastTransitionTime)
-	}
-	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses, s.EphemeralContainerStatuses} {
-		for i := range list {
-			normalizeState(&list[i].State, budget)
-			normalizeState(&list[i].LastTerminationState, budget)
+	if slices.ContainsFunc(s.Conditions, fractional) {
+		s.Conditions = slices.Clone(s.Conditions)
+		for i := range s.Conditions {
+			second(&s.Conditions[i].LastProbeTime)
+			second(&s.Conditions[i].LastTransitionTime)
 		}
 	}
-	slices.SortStableFunc(s.ContainerStatuses, byName)
-	slices.SortStableFunc(s.EphemeralContainerStatuses, byName)
-	specOrder(pod, s.InitContainerStatuses)
-	return s, true
+	s.InitContainerStatuses = normalizeList(s.InitContainerStatuses, budget, func(l []v1.ContainerStatus) bool { return inSpecOrder(pod, l) }, func(l []v1.ContainerStatus) { specOrder(pod, l) })
+	s.ContainerStatuses = normalizeList(s.ContainerStatuses, budget, sortedByName, sortByName)
+	s.EphemeralContainerStatuses = normalizeList(s.EphemeralContainerStatuses, budget, sortedByName, sortByName)
+	return s
 }
+
+func fractional(c v1.PodCondition) bool {
+	return c.LastProbeTime.Nanosecond() != 0 || c.LastTransitionTime.Nanosecond() != 0
+}
+
+// normalizeList returns list with its states normalized and in order
+// (ordered tells whether it is, order puts it so): list itself when
+// nothing changes, else a copy of its elements that shares their unchanged
+// parts.
+func normalizeList(list []v1.ContainerStatus, budget int, ordered func([]v1.ContainerStatus) bool, order func([]v1.ContainerStatus)) []v1.ContainerStatus {
+	normal := true
+	for i := range list {
+		if !normalState(&list[i].State, budget) || !normalState(&list[i].LastTerminationState, budget) {
+			normal = false
+			break
+		}
+	}
+	inOrder := ordered(list)
+	if normal && inOrder {
+		return list
+	}
+	list = slices.Clone(list)
+	for i := range list {
+		normalizeState(&list[i].State, budget)
+		normalizeState(&list[i].LastTerminationState, budget)
+	}
+	if !inOrder {
+		order(list)
+	}
+	return list
+}
+
+func sortedByName(l []v1.ContainerStatus) bool { return slices.IsSortedFunc(l, byName) }
+func sortByName(l []v1.ContainerStatus)        { slices.SortStableFunc(l, byName) }
 
 // specOrder puts the init container statuses in the order of the pod's
 // init containers (the kubelet's SortInitContainerStatuses); statuses of
@@ -89,46 +120,28 @@ func messageBudget(pod *v1.Pod) int {
 	return MaxTerminationMessagesLength / n
 }
 
-// needsNormalizing reports whether normalize would change s, so that a
-// status already normal (the usual resync) costs no copy.
-func needsNormalizing(pod *v1.Pod, s *v1.PodStatus, budget int) bool {
-	if s.StartTime != nil && s.StartTime.Nanosecond() != 0 {
-		return true
-	}
-	for i := range s.Conditions {
-		if s.Conditions[i].LastProbeTime.Nanosecond() != 0 || s.Conditions[i].LastTransitionTime.Nanosecond() != 0 {
-			return true
-		}
-	}
-	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses, s.EphemeralContainerStatuses} {
-		for i := range list {
-			if !normalState(&list[i].State, budget) || !normalState(&list[i].LastTerminationState, budget) {
-				return true
-			}
-		}
-	}
-	return !slices.IsSortedFunc(s.ContainerStatuses, byName) || !slices.IsSortedFunc(s.EphemeralContainerStatuses, byName) ||
-		!inSpecOrder(pod, s.InitContainerStatuses)
-}
-
 func normalState(c *v1.ContainerState, budget int) bool {
-	if c.Running != nil && c.Running.StartedAt.Nanosecond() != 0 {
-		return false
-	}
-	if t := c.Terminated; t != nil {
-		return t.StartedAt.Nanosecond() == 0 && t.FinishedAt.Nanosecond() == 0 && len(t.Message) <= budget
-	}
-	return true
+	return (c.Running == nil || c.Running.StartedAt.Nanosecond() == 0) && (c.Terminated == nil || normalTermination(c.Terminated, budget))
 }
 
+func normalTermination(t *v1.ContainerStateTerminated, budget int) bool {
+	return t.StartedAt.Nanosecond() == 0 && t.FinishedAt.Nanosecond() == 0 && len(t.Message) <= budget
+}
+
+// normalizeState puts c's times in whole seconds and cuts its message,
+// copying the parts it changes rather than writing them.
 func normalizeState(c *v1.ContainerState, budget int) {
-	if c.Running != nil {
-		second(&c.Running.StartedAt)
+	if r := c.Running; r != nil && r.StartedAt.Nanosecond() != 0 {
+		cp := *r
+		second(&cp.StartedAt)
+		c.Running = &cp
 	}
-	if t := c.Terminated; t != nil {
-		second(&t.StartedAt)
-		second(&t.FinishedAt)
-		t.Message = cut(t.Message, budget)
+	if t := c.Terminated; t != nil && !normalTermination(t, budget) {
+		cp := *t
+		second(&cp.StartedAt)
+		second(&cp.FinishedAt)
+		cp.Message = cut(cp.Message, budget)
+		c.Terminated = &cp
 	}
 }
 

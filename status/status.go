@@ -105,6 +105,9 @@ type Manager struct {
 	ready   map[string]bool // container ID → readiness verdict
 	started map[string]bool // container ID → startup verdict
 	subs    map[*subscriber]struct{}
+	// scratch holds the two encodings sameStatusLocked compares, so that a
+	// resync of an unchanged pod encodes without allocating.
+	scratch []byte
 }
 
 type entry struct {
@@ -205,13 +208,13 @@ func (m *Manager) setLocked(pod *v1.Pod, status v1.PodStatus) {
 		t := metav1.NewTime(m.cfg.Clock.Now())
 		status.StartTime = &t
 	}
-	status, copied := normalize(pod, status)
+	status = normalize(pod, status)
 	if old.ObservedGeneration > status.ObservedGeneration {
 		// A status made from an older spec does not take the observed
 		// generation back.
 		status.ObservedGeneration = old.ObservedGeneration
 	}
-	if e != nil && sameStatus(ownedPart(&e.status), ownedPart(&status)) {
+	if e != nil && m.sameStatusLocked(ownedPart(&e.status), ownedPart(&status)) {
 		// Other components' conditions alone make no new status, as in
 		// the kubelet's status manager: the sink keeps the API's anyway.
 		e.pod = pod
@@ -231,11 +234,8 @@ func (m *Manager) setLocked(pod *v1.Pod, status v1.PodStatus) {
 	m.countTerminations(old, &status)
 	// Kept as a copy of its own, so that the caller's later changes never
 	// reach it, as the kubelet's status manager copies the status it is
-	// given.
-	if !copied {
-		status = *status.DeepCopy()
-	}
-	e.status = status
+	// given (normalize shares what it leaves as it was).
+	e.status = *status.DeepCopy()
 	e.version++
 	e.reconcile = false // the whole status goes
 	m.pruneLocked(e)
@@ -358,20 +358,36 @@ func ownedPart(s *v1.PodStatus) *v1.PodStatus {
 	return &c
 }
 
-// sameStatus reports whether two normalized statuses are semantically
-// equal (equality.Semantic), the test for a change worth a new version.
-// Equal protobuf encodings settle it: the generated marshalers write every
-// field, maps in key order, times in seconds (normalized statuses have no
-// more), and quantities in canonical form, so equal bytes mean equal
-// statuses. That costs about a fifteenth of the reflective comparison,
-// which was most of a resync of an unchanged pod
-// (BenchmarkSetPodStatusUnchanged); the latter is kept for the statuses
-// whose encodings differ, such as a quantity written in another format.
-func sameStatus(a, b *v1.PodStatus) bool {
-	ea, errA := a.Marshal()
-	eb, errB := b.Marshal()
-	if errA == nil && errB == nil && bytes.Equal(ea, eb) {
-		return true
+// maxScratch bounds the encoding memory the Manager keeps between
+// comparisons; a larger status is encoded in memory of its own.
+const maxScratch = 256 << 10
+
+// sameStatusLocked reports whether two normalized statuses are
+// semantically equal (equality.Semantic), the test for a change worth a
+// new version. Equal protobuf encodings settle it: the generated
+// marshalers write every field, maps in key order, times in seconds
+// (normalized statuses have no more), and quantities in canonical form,
+// so equal bytes mean equal statuses. That costs about a fifteenth of the
+// reflective comparison, which was most of a resync of an unchanged pod
+// (BenchmarkSetPodStatusUnchanged), and is made in m.scratch. The
+// reflective comparison is kept for the statuses whose encodings differ,
+// such as a quantity written in another format.
+func (m *Manager) sameStatusLocked(a, b *v1.PodStatus) bool {
+	na, nb := a.Size(), b.Size()
+	if na == nb {
+		buf := m.scratch
+		if cap(buf) < na+nb {
+			buf = make([]byte, na+nb)
+		}
+		buf = buf[:na+nb]
+		_, errA := a.MarshalToSizedBuffer(buf[:na])
+		_, errB := b.MarshalToSizedBuffer(buf[na:])
+		if len(buf) <= maxScratch {
+			m.scratch = buf
+		}
+		if errA == nil && errB == nil && bytes.Equal(buf[:na], buf[na:]) {
+			return true
+		}
 	}
 	return equality.Semantic.DeepEqual(*a, *b)
 }
