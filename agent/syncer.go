@@ -502,9 +502,11 @@ func (a *Agent) HandleProbeUpdate(_ context.Context, u probes.Update) {
 }
 
 // generateAt computes and records the pod's status at a stage of its
-// termination.
+// termination. The previous status is read without a copy (PeekPodStatus),
+// and the result may share memory with it: read the result, never modify
+// it.
 func (a *Agent) generateAt(pod *v1.Pod, rs *runtime.PodStatus, stage status.Stage) v1.PodStatus {
-	prev, ok := a.status.GetPodStatus(pod.UID)
+	prev, ok := a.status.PeekPodStatus(pod.UID)
 	f, failed := a.failure(pod.UID)
 	if ok && failed && f.rejected {
 		// A rejected pod never ran: its status stays the one reject

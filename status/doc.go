@@ -246,6 +246,13 @@
 // Flush, are made one at a time, each with the status current when it
 // starts.
 //
+// A recorded status is never written again: each change records a new
+// copy. GetPodStatus returns a copy the caller owns; PeekPodStatus the
+// recorded status itself, which stays as it was whatever the pod's status
+// does later and which its caller must only read
+// (TestPeekPodStatusStaysAsItWas), for the agent's status generation,
+// which reads the previous status at every sync.
+//
 // Reconcile is told of a pod as the sink's store has it (the API
 // server's, from a watch): a sink that is a Reconciler (kube.StatusSink)
 // says whether that differs from what it would write, and the status is

@@ -430,6 +430,42 @@ func TestManagerNormalizesStatuses(t *testing.T) {
 	}
 }
 
+// TestPeekPodStatusStaysAsItWas: a status PeekPodStatus returned, which
+// shares the Manager's memory, is never written by the Manager: a probe
+// verdict and a new status leave it as it was, while GetPodStatus shows
+// them.
+func TestPeekPodStatusStaysAsItWas(t *testing.T) {
+	m := status.New(status.Config{Clock: clocktesting.NewFakeClock(now)})
+	p := pod(v1.RestartPolicyAlways, nil, "a")
+	s := runningAs("fake://a-0")
+	started := true
+	s.ContainerStatuses[0].Started = &started
+	s.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse}}
+	m.SetPodStatus(p, s)
+	peeked, ok := m.PeekPodStatus(p.UID)
+	if !ok {
+		t.Fatal("PeekPodStatus: no status of a recorded pod")
+	}
+	want := peeked.DeepCopy()
+
+	m.SetContainerReadiness(p.UID, "fake://a-0", true)
+	next := runningAs("fake://a-0")
+	next.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
+	next.Message = "changed"
+	m.SetPodStatus(p, next)
+
+	if d := cmp.Diff(want, &peeked); d != "" {
+		t.Errorf("the peeked status changed (-then +now):\n%s", d)
+	}
+	got, _ := m.GetPodStatus(p.UID)
+	if got.Message != "changed" {
+		t.Errorf("GetPodStatus: message %q, want the new status's", got.Message)
+	}
+	if _, ok := m.PeekPodStatus("unknown"); ok {
+		t.Error("PeekPodStatus of an unknown pod reported a status")
+	}
+}
+
 // TestManagerKeepsTheNewestObservedGeneration: a status generated from an
 // older spec than the last one keeps the newer observed generation, and
 // is no change when nothing else differs.

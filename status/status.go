@@ -475,6 +475,23 @@ func (m *Manager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 	return *e.status.DeepCopy(), true
 }
 
+// PeekPodStatus returns the pod's latest status as GetPodStatus does, but
+// without copying it: the result shares its slices, maps and pointers
+// with the Manager. The Manager never writes a status once it has
+// recorded it (a change records a new one), so the result stays as it was
+// however the pod's status changes later; the caller must not modify it.
+// It is for a reader that only looks, as a status generation does with
+// the previous status on every sync; GetPodStatus gives one to own.
+func (m *Manager) PeekPodStatus(uid types.UID) (v1.PodStatus, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.pods[uid]
+	if e == nil {
+		return v1.PodStatus{}, false
+	}
+	return e.status, true
+}
+
 // StartTime returns the start time of the pod's latest status: nil when
 // the Manager has no status of the pod or the status has none. It copies
 // only the time, so it is cheap to call often. The result belongs to the
