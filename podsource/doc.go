@@ -3,7 +3,9 @@
 //
 // Sources:
 //   - File: static pods from a directory, one Pod per file (YAML or
-//     JSON), watched with fsnotify and re-read every 20 s. An empty or
+//     JSON), watched with fsnotify and re-read every 20 s; a re-read
+//     sends an update only when a file appeared or went, or gave another
+//     pod or error (TestScanReportsOnlyChanges). An empty or
 //     missing directory is an empty set; one that cannot be read keeps
 //     the pods last sent. A file over FileConfig.MaxManifestBytes
 //     (default 10 MiB, the kubelet's limit) is refused from its size,

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -54,6 +53,13 @@ type File struct {
 	// scans counts the reads of the directory; a file not met in the
 	// latest is forgotten.
 	scans uint64
+	// found is the memory of a scan's valid pods, kept for the next.
+	found []foundPod
+}
+
+type foundPod struct {
+	path string
+	pod  *v1.Pod
 }
 
 type parsedFile struct {
@@ -108,13 +114,13 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 	}
 	tick := f.cfg.Clock.NewTicker(f.cfg.Period)
 	defer tick.Stop()
-	sent, last := false, ""
+	sent := false
 	send := func() {
-		pods, origins, fingerprint, ok := f.scan()
-		if !ok || sent && fingerprint == last {
+		pods, origins, changed, ok := f.scan()
+		if !ok || sent && !changed {
 			return
 		}
-		sent, last = true, fingerprint
+		sent = true
 		select {
 		case out <- Update{Op: SET, Pods: pods, Source: SourceFile, Origins: origins}:
 		case <-ctx.Done():
@@ -132,76 +138,108 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 	}
 }
 
-// scan reads every manifest and returns the valid pods in file name
-// order, the file of each, and a fingerprint of the set. A directory that does not exist holds no
-// pods; one that cannot be read gives ok false, and the pods last sent
-// stand, as in the kubelet: a passing I/O error must not kill them.
-func (f *File) scan() (pods []*v1.Pod, origins map[types.UID]string, fingerprint string, ok bool) {
+// scan reads every manifest and reports whether the set of pods changed
+// since the last scan: a file appeared or went, or gave another pod (a
+// pod's UID follows its content and file) or another error. Only then
+// does it return the valid pods, in file name order, and the file of
+// each, so that the periodic re-read of an unchanged directory builds
+// nothing. A directory that does not exist holds no pods; one that
+// cannot be read gives ok false, and the pods last sent stand, as in the
+// kubelet: a passing I/O error must not kill them.
+func (f *File) scan() (pods []*v1.Pod, origins map[types.UID]string, changed, ok bool) {
 	entries, err := os.ReadDir(f.cfg.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		f.cfg.Logger.V(2).Info("the manifest directory does not exist", "dir", f.cfg.Dir)
-		return nil, nil, "", true
+		changed = len(f.parsed) > 0
+		clear(f.parsed)
+		return nil, nil, changed, true
 	}
 	if err != nil {
 		f.cfg.Logger.Error(err, "reading the manifest directory; keeping the pods last read", "dir", f.cfg.Dir)
-		return nil, nil, "", false
+		return nil, nil, false, false
 	}
-	origins = map[types.UID]string{}
 	seen := f.cfg.Clock.Now()
 	f.scans++
-	var uids []string
+	found := f.found[:0]
 	for _, e := range entries {
 		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
 		path := filepath.Join(f.cfg.Dir, e.Name())
-		pod, err, fresh := f.cached(path, seen)
+		pod, err, fresh, differs := f.cached(path, seen)
+		changed = changed || differs
 		if errors.Is(err, errIsDir) {
 			continue // a symlink to a directory: not recursed into, as by the kubelet
 		}
 		if err != nil {
-			msg := fmt.Sprintf("manifest %s: %v", path, err)
 			if fresh {
 				f.cfg.Logger.Error(err, "skipping an invalid manifest", "file", path)
-				f.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", msg)
+				f.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", fmt.Sprintf("manifest %s: %v", path, err))
 			}
-			uids = append(uids, "bad:"+path+":"+err.Error())
 			continue
 		}
-		pods = append(pods, pod)
-		origins[pod.UID] = path
-		uids = append(uids, path+"="+string(pod.UID))
+		found = append(found, foundPod{path, pod})
 	}
 	for path, p := range f.parsed {
 		if p.scan != f.scans {
 			delete(f.parsed, path)
+			changed = true
 		}
 	}
-	sort.Strings(uids)
-	return pods, origins, strings.Join(uids, ","), true
+	if changed {
+		origins = make(map[types.UID]string, len(found))
+		pods = make([]*v1.Pod, 0, len(found))
+		for _, fp := range found {
+			pods = append(pods, fp.pod)
+			origins[fp.pod.UID] = fp.path
+		}
+	}
+	clear(found) // the next scan's memory holds no pods
+	f.found = found
+	return pods, origins, changed, true
 }
 
 // cached returns the file's pod, parsing it only when it changed; fresh
-// reports a new parse. A symlink is followed, as the kubelet follows it;
-// a path that is not a regular file (a named pipe, a device, a socket) is
-// refused without being opened, for opening a named pipe would block the
-// source.
-func (f *File) cached(path string, seen time.Time) (*v1.Pod, error, bool) {
+// reports a new parse (or a file that cannot be read), and differs that
+// the file's pod or error is not the one it gave last time. A symlink is
+// followed, as the kubelet follows it; a path that is not a regular file
+// (a named pipe, a device, a socket) is refused without being opened, for
+// opening a named pipe would block the source.
+func (f *File) cached(path string, seen time.Time) (pod *v1.Pod, err error, fresh, differs bool) {
+	last, known := f.parsed[path]
 	info, err := os.Stat(path)
 	if err != nil {
-		return nil, err, true
+		differs = !known || last.pod != nil || !sameError(last.err, err)
+		f.parsed[path] = parsedFile{err: err, scan: f.scans}
+		return nil, err, true, differs
 	}
-	if p, ok := f.parsed[path]; ok && p.mod.Equal(info.ModTime()) && p.size == info.Size() && p.mode == info.Mode().Type() {
-		p.scan = f.scans
-		f.parsed[path] = p
-		return p.pod, p.err, false
+	if known && last.mod.Equal(info.ModTime()) && last.size == info.Size() && last.mode == info.Mode().Type() {
+		last.scan = f.scans
+		f.parsed[path] = last
+		return last.pod, last.err, false, false
 	}
-	var pod *v1.Pod
 	if err = notRegular(info); err == nil {
 		pod, err = f.load(path, seen)
 	}
 	f.parsed[path] = parsedFile{mod: info.ModTime(), size: info.Size(), mode: info.Mode().Type(), pod: pod, err: err, scan: f.scans}
-	return pod, err, true
+	differs = !known || !samePod(last.pod, pod) || !sameError(last.err, err)
+	return pod, err, true, differs
+}
+
+// samePod reports whether two parses gave the same pod: the same UID,
+// which the kubelet derives from the pod's content and file.
+func samePod(a, b *v1.Pod) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.UID == b.UID
+}
+
+func sameError(a, b error) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Error() == b.Error()
 }
 
 // errIsDir is notRegular's verdict on a directory.
