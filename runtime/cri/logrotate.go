@@ -421,19 +421,19 @@ func (r *LogRotator) rotateContainer(ctx context.Context, id string) error {
 	if err != nil || !ok || path == "" {
 		return err
 	}
-	info, err := os.Stat(path)
+	size, err := logSize(path)
 	if errors.Is(err, os.ErrNotExist) {
 		// Lost (removed by hand, or a reopen that failed): have the
 		// runtime create it again.
 		if err := r.cfg.Runtime.ReopenContainerLog(ctx, id); err != nil {
 			return fmt.Errorf("cri: log rotation: reopening missing log %s: %w", path, err)
 		}
-		info, err = os.Stat(path)
+		size, err = logSize(path)
 	}
 	if err != nil {
 		return fmt.Errorf("cri: log rotation: %w", err)
 	}
-	if info.Size() < r.cfg.MaxSize {
+	if size < r.cfg.MaxSize {
 		return nil
 	}
 	// About to rotate: the container must still run (a stopped one's

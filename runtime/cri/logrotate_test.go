@@ -235,6 +235,28 @@ func TestLogRotatorReopenFailureRenamesBack(t *testing.T) {
 	}
 }
 
+// TestLogRotatorReopensAMissingLog: a running container's log that is
+// gone (removed by hand) is created again by the runtime, and a log that
+// is there but small is left alone, reopened never.
+func TestLogRotatorReopensAMissingLog(t *testing.T) {
+	dir := t.TempDir()
+	lost, small := filepath.Join(dir, "0.log"), filepath.Join(dir, "1.log")
+	rt := newLogRuntime()
+	rt.add("lost", lost, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	rt.add("small", small, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	writeFile(t, small, "ok")
+	r := newRotator(t, rt, clocktesting.NewFakeClock(rotateStart), 1024, 0)
+	if err := r.RotateLogs(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"lost"}, rt.reopens); diff != "" {
+		t.Errorf("reopens (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"0.log", "1.log"}, listDir(t, dir)); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
+	}
+}
+
 func TestLogRotatorSkipsStoppedContainers(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "0.log")
