@@ -15,25 +15,23 @@ import (
 // QOSClass computes a pod's QoS class as the API server does:
 // BestEffort without any CPU or memory request or limit, Guaranteed when
 // every container (init containers included) has CPU and memory limits
-// equal to its requests (or no requests), Burstable otherwise. A class
-// already in the pod's status wins.
+// equal to its requests (or no requests), Burstable otherwise. A pod that
+// sets pod-level resources (spec.resources, the PodLevelResources
+// feature, on by default) is classed by them alone, by the same rule. A
+// class already in the pod's status wins.
 func QOSClass(pod *v1.Pod) v1.PodQOSClass {
 	if pod.Status.QOSClass != "" {
 		return pod.Status.QOSClass
 	}
-	set, guaranteed := false, true
-	for _, list := range [2][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for i := range list {
-			res := &list[i].Resources
-			for _, r := range [2]v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-				req, hasReq := res.Requests[r]
-				lim, hasLim := res.Limits[r]
-				if (hasReq && !req.IsZero()) || (hasLim && !lim.IsZero()) {
-					set = true
-				}
-				if !hasLim || lim.IsZero() || (hasReq && req.Cmp(lim) != 0) {
-					guaranteed = false
-				}
+	var set, guaranteed bool
+	if pod.Spec.Resources != nil {
+		set, guaranteed = classify(pod.Spec.Resources)
+	} else {
+		guaranteed = true
+		for _, list := range [2][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+			for i := range list {
+				s, g := classify(&list[i].Resources)
+				set, guaranteed = set || s, guaranteed && g
 			}
 		}
 	}
@@ -44,6 +42,24 @@ func QOSClass(pod *v1.Pod) v1.PodQOSClass {
 		return v1.PodQOSGuaranteed
 	}
 	return v1.PodQOSBurstable
+}
+
+// classify reports whether one set of requirements sets a CPU or memory
+// request or limit, and whether it limits both to what it requests (a
+// missing request is defaulted to the limit).
+func classify(res *v1.ResourceRequirements) (set, guaranteed bool) {
+	guaranteed = true
+	for _, r := range [2]v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+		req, hasReq := res.Requests[r]
+		lim, hasLim := res.Limits[r]
+		if (hasReq && !req.IsZero()) || (hasLim && !lim.IsZero()) {
+			set = true
+		}
+		if !hasLim || lim.IsZero() || (hasReq && req.Cmp(lim) != 0) {
+			guaranteed = false
+		}
+	}
+	return set, guaranteed
 }
 
 // IsRestartableInit reports whether an init container is a sidecar: an

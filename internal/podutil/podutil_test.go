@@ -14,6 +14,11 @@ func TestQOSClass(t *testing.T) {
 	pod := func(reqs, lims v1.ResourceList) *v1.Pod {
 		return &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "a", Resources: v1.ResourceRequirements{Requests: reqs, Limits: lims}}}}}
 	}
+	podLevel := func(reqs, lims, creqs, clims v1.ResourceList) *v1.Pod {
+		p := pod(creqs, clims)
+		p.Spec.Resources = &v1.ResourceRequirements{Requests: reqs, Limits: lims}
+		return p
+	}
 	both := v1.ResourceList{v1.ResourceCPU: q("1"), v1.ResourceMemory: q("1Gi")}
 	for _, tc := range []struct {
 		name string
@@ -26,6 +31,11 @@ func TestQOSClass(t *testing.T) {
 		{"requests below limits", pod(v1.ResourceList{v1.ResourceCPU: q("500m"), v1.ResourceMemory: q("1Gi")}, both), v1.PodQOSBurstable},
 		{"requests only", pod(both, nil), v1.PodQOSBurstable},
 		{"cpu limit only", pod(nil, v1.ResourceList{v1.ResourceCPU: q("1")}), v1.PodQOSBurstable},
+		{"pod-level limits over best-effort containers", podLevel(nil, both, nil, nil), v1.PodQOSGuaranteed},
+		{"pod-level requests only", podLevel(both, nil, nil, nil), v1.PodQOSBurstable},
+		{"pod-level requests below limits", podLevel(v1.ResourceList{v1.ResourceMemory: q("512Mi")}, both, nil, nil), v1.PodQOSBurstable},
+		{"pod-level limits decide over guaranteed containers", podLevel(nil, v1.ResourceList{v1.ResourceCPU: q("1")}, both, both), v1.PodQOSBurstable},
+		{"empty pod-level resources", podLevel(nil, nil, both, both), v1.PodQOSBestEffort},
 	} {
 		if got := podutil.QOSClass(tc.pod); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
