@@ -50,7 +50,8 @@
 //     starts the pod afresh;
 //   - grace periods only shorten: the pod's own (the deletion grace
 //     period, else the spec's, else 30 s), shortened by a kill's
-//     override, never lengthened by one; a pod whose SyncPod reports a
+//     override, never lengthened by one, and a shorter one cancels the
+//     kill in progress (see Cancellation); a pod whose SyncPod reports a
 //     terminal phase gets the same, since its sidecars may still run;
 //   - a pod whose sync reports a terminal phase, or whose spec is deleted
 //     or in a terminal phase, is terminated;
@@ -114,7 +115,11 @@
 // Each step runs with its own context. When termination is requested
 // while the pod's SyncPod runs (a kill, a deletion, a terminal phase in
 // the spec), that SyncPod's context is cancelled, so a hung pull or hook
-// cannot hold up termination; the terminating step follows at once. When
+// cannot hold up termination; the terminating step follows at once. A
+// kill that arrives while the terminating step runs with a longer grace
+// period cancels that step too, and the next one kills with the shorter
+// grace period at once, as the kubelet does: a forced deletion does not
+// wait out the grace period of the deletion before it. When
 // Run's context ends every step's context ends, and Run returns once
 // every goroutine returned.
 //
@@ -125,10 +130,6 @@
 //     pod that keeps failing costs less, and has no jitter, so that due
 //     times are exact and testable with a fake clock (the sync loop sends
 //     the due pods in one batch per tick anyway).
-//   - The kubelet also cancels a running terminating step when a shorter
-//     grace period arrives; here the kill in progress keeps its grace
-//     period and is not interrupted half way, and the shorter one applies
-//     from its next attempt.
 //
 // # Usage
 //

@@ -81,8 +81,9 @@ type UpdateEffect struct {
 	// Created: the update created the pod's state; the driver starts the
 	// pod's worker.
 	Created bool
-	// Cancel: termination was requested while the pod's SyncPod runs;
-	// the driver cancels that step's context.
+	// Cancel: termination was requested while the pod's SyncPod runs,
+	// or a shorter grace period while its terminating step runs with a
+	// longer one; the driver cancels that step's context.
 	Cancel bool
 }
 
@@ -127,8 +128,9 @@ type podState struct {
 	pending     bool // an update asks for a step
 	pendingType UpdateType
 
-	working     bool  // a step handed out by Next has not finished
-	workingStep State // which step
+	working      bool  // a step handed out by Next has not finished
+	workingStep  State // which step
+	workingGrace int64 // the grace period a working terminating step has
 
 	lastSync time.Time // when the last step that ran its handler ended
 	due      time.Time // a syncing pod's resync or retry, reported by Due
@@ -209,6 +211,13 @@ func (m *Machine) Update(opts UpdatePodOptions, now time.Time) UpdateEffect {
 		if g := gracePeriod(opts); g != nil && (s.grace == nil || *g < *s.grace) {
 			s.grace = g
 		}
+		// A kill running with a longer grace period is cancelled, as the
+		// kubelet cancels it, and the next step kills with the shorter
+		// one: a deletion with grace 0 does not wait out the 30 s of the
+		// one before.
+		if s.working && s.workingStep == Terminating && s.grace != nil && *s.grace < s.workingGrace {
+			eff.Cancel = true
+		}
 	}
 	if !s.pending || opts.UpdateType != SyncPodSync {
 		s.pendingType = opts.UpdateType
@@ -244,6 +253,7 @@ func (m *Machine) Next(uid types.UID, now time.Time) (Step, bool) {
 		if s.grace != nil {
 			step.GracePeriod = *s.grace
 		}
+		s.workingGrace = step.GracePeriod
 	}
 	s.pending = false
 	s.retryAt = time.Time{}

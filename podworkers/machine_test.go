@@ -106,8 +106,15 @@ func TestMachineLifecycleWithShortestGrace(t *testing.T) {
 	}
 	e.now = e.now.Add(10 * time.Second)
 	e.next(p.UID, podworkers.Terminating)
-	if eff := e.kill(p, 1); eff.Cancel {
-		t.Error("a kill cancels a terminating step")
+	if eff := e.kill(p, 5); eff.Cancel {
+		t.Error("a kill with the same grace period cancels the terminating step")
+	}
+	if eff := e.kill(p, 1); !eff.Cancel {
+		t.Errorf("%+v: a kill with a shorter grace period cancels the terminating step", eff)
+	}
+	e.finish(p.UID, podworkers.StepResult{Err: errStep}) // the cancelled kill
+	if s := e.next(p.UID, podworkers.Terminating); s.GracePeriod != 1 {
+		t.Errorf("grace %d, want the kill's 1 at once", s.GracePeriod)
 	}
 	e.finish(p.UID, podworkers.StepResult{})
 	e.next(p.UID, podworkers.Terminated)

@@ -262,24 +262,35 @@ func TestCreateAfterTerminationStartsAfreshOnceFinished(t *testing.T) {
 	}
 }
 
-func TestGracePeriodOnlyShortens(t *testing.T) {
+// A shorter grace period cancels the kill in progress, which is
+// retried at once with it, as the kubelet does; a longer one neither
+// cancels nor lengthens it.
+func TestShorterGracePeriodCancelsTheRunningKill(t *testing.T) {
 	e := newEnv(t)
 	p := pod("a", "v1")
 	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
 	e.next()
-	gate := e.h.block(p.UID)
-	e.h.mu.Lock()
-	e.h.fail["terminating"] = 1
-	e.h.mu.Unlock()
-	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p, Kill: &podworkers.KillPodOptions{GracePeriodOverride: ptr.To[int64](10)}})
+	gate := e.h.block(p.UID) // the kill hangs until its context ends
+	defer close(gate)
+	kill := func(grace int64) {
+		e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p, Kill: &podworkers.KillPodOptions{GracePeriodOverride: &grace}})
+	}
+	kill(10)
 	if c := e.next(); c.kind != "terminating" || c.grace != 10 {
 		t.Fatalf("%+v, want terminating with 10s", c)
 	}
-	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p, Kill: &podworkers.KillPodOptions{GracePeriodOverride: ptr.To[int64](5)}})
-	e.pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p, Kill: &podworkers.KillPodOptions{GracePeriodOverride: ptr.To[int64](60)}})
-	close(gate) // the first attempt fails; the retry uses the shortest grace
+	kill(60)
+	kill(10)
+	kill(5)
 	if c := e.next(); c.kind != "terminating" || c.grace != 5 {
-		t.Fatalf("retry %+v, want terminating with 5s", c)
+		t.Fatalf("%+v, want the kill with 10s cancelled and one with 5s at once", c)
+	}
+	e.h.mu.Lock()
+	delete(e.h.gates, p.UID)
+	e.h.mu.Unlock()
+	kill(0)
+	if c := e.next(); c.kind != "terminating" || c.grace != 0 {
+		t.Fatalf("%+v, want the kill with 5s cancelled and one with 0s at once", c)
 	}
 	if c := e.next(); c.kind != "terminated" {
 		t.Fatalf("%+v, want terminated", c)
