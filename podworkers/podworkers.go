@@ -300,12 +300,18 @@ func (p *PodWorkers) work(ctx context.Context, uid types.UID, w *worker) {
 	defer stop()
 	for {
 		p.mu.Lock()
-		step, ok := p.m.Next(uid, p.cfg.Clock.Now())
+		// Once Run's context ended no step is taken: the machine keeps the
+		// pod's pending update for the next Run.
+		var step Step
+		ok, stopping := false, ctx.Err() != nil
+		if !stopping {
+			step, ok = p.m.Next(uid, p.cfg.Clock.Now())
+		}
 		var retryAt time.Time
 		if !ok {
 			retryAt = p.m.RetryAt(uid)
 		}
-		if ctx.Err() != nil || !ok && (p.m.Finished(uid) || retryAt.IsZero()) {
+		if stopping || !ok && (p.m.Finished(uid) || retryAt.IsZero()) {
 			// Nothing to do or wait for. Updates are recorded, and their
 			// wake-ups sent, under p.mu, as Next and this return are: one
 			// recorded before is a step Next handed out, one recorded

@@ -868,3 +868,43 @@ func TestCouldHaveRunningContainers(t *testing.T) {
 	close(gate)
 	e.quiet()
 }
+
+// A pod's update pending when Run's context ends is taken by the next
+// Run: the worker that stops leaves it pending instead of taking the step
+// and dropping it.
+func TestPendingUpdateOutlivesRun(t *testing.T) {
+	h := newHandler()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	pw, err := podworkers.New(podworkers.Config{Handler: h, Cache: cache{}, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, h: h, pw: pw, clock: clk}
+	run := func() (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- pw.Run(ctx) }()
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	stop := run()
+	p := pod("a", "v1")
+	gate := h.block(p.UID) // the sync hangs until Run's context ends
+	pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+	if c := e.next(); c.kind != "sync" || c.image != "v1" {
+		t.Fatalf("%+v, want the sync of v1", c)
+	}
+	pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodUpdate, Pod: pod("a", "v2")})
+	stop()
+	close(gate)
+
+	stop = run()
+	defer stop()
+	if c := e.next(); c.kind != "sync" || c.image != "v2" {
+		t.Fatalf("%+v, want the update to v2 synced by the next Run", c)
+	}
+}
