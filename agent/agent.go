@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,16 +61,20 @@ type Agent struct {
 	// (housekeepingQuiet).
 	quiet atomic.Bool
 	// rtCall is the runtime Status call in flight, nil when none is;
-	// only checkRuntime uses it (see there).
+	// only checkRuntime uses it (see there). Healthy reads rtSince.
 	rtCall *statusCall
 
 	// mu guards pods, reasons, told, failed, resizes, restored,
-	// allocGen, stopping and rtErr.
+	// allocGen, stopping, rtErr and rtSince.
 	mu      sync.Mutex
 	pods    map[types.UID]*v1.Pod // the desired pods, by UID
 	reasons map[types.UID]map[string]status.Reason
-	told    map[types.UID]bool         // PodTerminated succeeded with a deletionTimestamp
-	rtErr   error                      // the runtime's last Status verdict
+	told    map[types.UID]bool // PodTerminated succeeded with a deletionTimestamp
+	// rtErr is the runtime's last Status verdict, errRuntimeNotAnswered
+	// until the first; rtSince is when the Status call in flight began on
+	// the clock, zero when none is.
+	rtErr   error
+	rtSince time.Time
 	failed  map[types.UID]failure      // pods the agent failed itself: rejected, evicted or shut down
 	resizes map[types.UID]*resizeState // the admitted pods' allocations and resizes
 	// restored holds the allocations read from Config.AllocationCheckpoint
@@ -106,6 +111,7 @@ func New(cfg Config) (*Agent, error) {
 		told:    map[types.UID]bool{},
 		failed:  map[types.UID]failure{},
 		resizes: map[types.UID]*resizeState{},
+		rtErr:   errRuntimeNotAnswered,
 
 		stopping: map[types.UID]chan struct{}{},
 	}
@@ -282,12 +288,20 @@ func (a *Agent) Addr() string {
 
 func (a *Agent) markReady() { a.readyOnce.Do(func() { close(a.ready) }) }
 
+// errRuntimeNotAnswered is Healthy's verdict on the runtime until its
+// first answer to Status, as the kubelet's node is not ready before its
+// first runtime check.
+var errRuntimeNotAnswered = errors.New("agent: the runtime has not answered Status yet")
+
 // Healthy reports whether the runtime is ready and the PLEG is current.
+// It fails until the runtime first answers Status, then with the last
+// check's verdict (the call's error, the runtime's not-ready reason, or
+// its timeout), and at once, whatever that verdict, while a Status call
+// has waited for Config.RuntimeStatusTimeout or longer on the clock,
+// naming the timeout and how long the call has waited. It does not
+// block; safe for concurrent use.
 func (a *Agent) Healthy() error {
-	a.mu.Lock()
-	rtErr := a.rtErr
-	a.mu.Unlock()
-	return errors.Join(rtErr, a.pleg.Healthy())
+	return errors.Join(a.runtimeHealth(), a.pleg.Healthy())
 }
 
 // Pods returns the pods the agent runs, with their latest statuses, as

@@ -153,8 +153,8 @@ type Config struct {
 	ImageGC *images.GCConfig
 
 	// RuntimeStatusTimeout bounds the runtime's answer to Status, asked at
-	// start-up and every 10s: a runtime that does not answer within it
-	// makes /healthz fail, naming the timeout. Default 5s.
+	// start-up and every 5s: a call unanswered for this long makes
+	// /healthz fail, naming the timeout. Default 5s.
 	RuntimeStatusTimeout time.Duration
 
 	// Sources provide the pods. At least one is required: a

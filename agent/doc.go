@@ -18,16 +18,24 @@
 // them in dependency order under one errgroup: the first fatal error stops
 // the rest, and Run returns once every goroutine has.
 //
-// Started before its runtime answers, Run waits for it: it asks for the
-// runtime's Status with back-off on the clock (100ms doubling to 5s, the
-// kubelet's back-off while its runtime is down), logs "waiting for the
-// runtime" with the error each time, serves /healthz meanwhile (failing
-// with that error), and starts syncing once the runtime answers, or
-// returns nil if ctx ends first. It then asks for Status every 10s: a
-// runtime that does not answer within Config.RuntimeStatusTimeout (5s)
-// makes /healthz fail with "the runtime did not answer Status within 5s"
-// at once, rather than after the CRI call's own 2-minute timeout. The call
-// is cancelled then; a runtime that ignores the cancellation keeps its one
+// /healthz (Agent.Healthy) fails with "the runtime has not answered
+// Status yet" until the runtime's first answer, as the kubelet's node is
+// not ready before its first runtime check
+// (TestHealthzFailsUntilTheRuntimeAnswers). Started before its runtime
+// answers, Run waits for it: it asks for the runtime's Status with
+// back-off on the clock (100ms doubling to 5s, the kubelet's back-off
+// while its runtime is down), logs "waiting for the runtime" with the
+// error each time, serves /healthz meanwhile (failing with that error),
+// and starts syncing once the runtime answers, or returns nil if ctx ends
+// first. It then asks for Status every 5s, the kubelet's period: a
+// Status call that has waited Config.RuntimeStatusTimeout (5s) makes
+// /healthz fail at once with "the runtime did not answer Status within
+// 5s" and how long the call has been waiting, rather than after the CRI
+// call's own 2-minute timeout, so a runtime that hangs just after a check
+// fails /healthz within 10s
+// (TestHungRuntimeFailsHealthzWithinPeriodAndTimeout,
+// TestHealthzSaysHowLongTheStatusCallHasWaited). The call is cancelled
+// at its timeout; a runtime that ignores the cancellation keeps its one
 // call, which the next checks wait on instead of starting more, and holds
 // up neither Run nor its end (TestStatusThatIgnoresCancellationHoldsOneCall);
 // a cut-off call's answer is the cancellation's, so the runtime is asked

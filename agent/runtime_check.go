@@ -13,8 +13,10 @@ const (
 	runtimeWaitInitial = 100 * time.Millisecond
 	runtimeWaitMax     = 5 * time.Second
 	// runtimeCheckPeriod is how often the runtime's Status is asked for
-	// /healthz once the agent runs.
-	runtimeCheckPeriod = 10 * time.Second
+	// /healthz once the agent runs: the kubelet's period. A runtime that
+	// hangs just after a check fails /healthz within this period and
+	// Config.RuntimeStatusTimeout.
+	runtimeCheckPeriod = 5 * time.Second
 )
 
 // waitForRuntime blocks until the runtime answers a Status call (ready or
@@ -42,7 +44,8 @@ func (a *Agent) waitForRuntime(ctx context.Context) bool {
 	}
 }
 
-// watchRuntime checks the runtime every 10s until ctx ends.
+// watchRuntime checks the runtime every runtimeCheckPeriod until ctx
+// ends.
 func (a *Agent) watchRuntime(ctx context.Context) error {
 	t := a.cfg.Clock.NewTicker(runtimeCheckPeriod)
 	defer t.Stop()
@@ -116,30 +119,62 @@ func (a *Agent) checkRuntime(ctx context.Context) (answered bool, err error) {
 }
 
 // startStatusCall asks the runtime for its status on a goroutine of its
-// own, under a context derived from ctx.
+// own, under a context derived from ctx. The call's start on the clock is
+// kept in a.rtSince, for Healthy, until the call returns; the goroutine
+// clears it before it hands over the verdict, so that it never clears
+// the start of the call after it.
 func (a *Agent) startStatusCall(ctx context.Context) *statusCall {
 	cctx, cancel := context.WithCancel(ctx)
 	c := &statusCall{done: make(chan statusResult, 1), cancel: cancel}
+	now := a.cfg.Clock.Now()
+	a.mu.Lock()
+	a.rtSince = now
+	a.mu.Unlock()
 	go func() {
-		defer func() {
-			if v := recover(); v != nil {
-				err := fmt.Errorf("agent: the runtime's Status panicked: %v", v)
-				a.log.Error(err, "recovered a panic", "stack", string(debug.Stack()))
-				c.done <- statusResult{false, err}
-			}
-		}()
-		st, err := a.rt.Status(cctx)
-		if err != nil {
-			c.done <- statusResult{false, err}
-			return
-		}
-		c.done <- statusResult{true, st.Ready()}
+		r := a.callStatus(cctx)
+		a.mu.Lock()
+		a.rtSince = time.Time{}
+		a.mu.Unlock()
+		c.done <- r
 	}()
 	return c
+}
+
+// callStatus makes one Status call; a panic in it is its error.
+func (a *Agent) callStatus(ctx context.Context) (r statusResult) {
+	defer func() {
+		if v := recover(); v != nil {
+			err := fmt.Errorf("agent: the runtime's Status panicked: %v", v)
+			a.log.Error(err, "recovered a panic", "stack", string(debug.Stack()))
+			r = statusResult{false, err}
+		}
+	}()
+	st, err := a.rt.Status(ctx)
+	if err != nil {
+		return statusResult{false, err}
+	}
+	return statusResult{true, st.Ready()}
 }
 
 func (a *Agent) setRuntimeErr(err error) {
 	a.mu.Lock()
 	a.rtErr = err
 	a.mu.Unlock()
+}
+
+// runtimeHealth is the runtime's part of Healthy: the last verdict, or,
+// while a Status call has been waiting for Config.RuntimeStatusTimeout
+// or longer on the clock, an error naming the timeout and the wait,
+// whether or not a check has cut the call off yet.
+func (a *Agent) runtimeHealth() error {
+	a.mu.Lock()
+	err, since := a.rtErr, a.rtSince
+	a.mu.Unlock()
+	if since.IsZero() {
+		return err
+	}
+	if waited := a.cfg.Clock.Since(since); waited >= a.cfg.RuntimeStatusTimeout {
+		return fmt.Errorf("agent: the runtime did not answer Status within %s: its call has been waiting for %s", a.cfg.RuntimeStatusTimeout, waited)
+	}
+	return err
 }

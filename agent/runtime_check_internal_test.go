@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -287,4 +288,94 @@ func countOf(calls []string, method string) int {
 		}
 	}
 	return n
+}
+
+// healthz returns /healthz's status code and body.
+func healthz(a *Agent) (int, string) {
+	rec := httptest.NewRecorder()
+	a.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	return rec.Code, rec.Body.String()
+}
+
+// /healthz fails until the runtime has answered Status once, as the
+// kubelet's node is not ready before its first runtime check.
+func TestHealthzFailsUntilTheRuntimeAnswers(t *testing.T) {
+	a := newCheckEnv(t, nil).a
+	const want = "the runtime has not answered Status yet"
+	if err := a.Healthy(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Healthy() before any check = %v, want %q", err, want)
+	}
+	if code, body := healthz(a); code != http.StatusInternalServerError || !strings.Contains(body, want) {
+		t.Errorf("/healthz before any check: %d %q, want 500 saying %q", code, body, want)
+	}
+	if ok, err := a.checkRuntime(context.Background()); !ok || err != nil {
+		t.Fatalf("checkRuntime() = %v, %v; want true, nil", ok, err)
+	}
+	if err := a.Healthy(); err != nil {
+		t.Errorf("Healthy() once the runtime answered = %v, want nil", err)
+	}
+	if code, body := healthz(a); code != http.StatusOK {
+		t.Errorf("/healthz once the runtime answered: %d %q, want 200", code, body)
+	}
+}
+
+// A runtime that hangs just after a check fails /healthz within 10s: the
+// next check comes 5s later, the kubelet's period, and its call fails
+// /healthz once it has waited the 5s timeout.
+func TestHungRuntimeFailsHealthzWithinPeriodAndTimeout(t *testing.T) {
+	e := newCheckEnv(t, nil)
+	a, rs, clk, log := e.a, e.rs, e.clk, e.log
+	if ok, err := a.checkRuntime(context.Background()); !ok || err != nil {
+		t.Fatalf("checkRuntime() = %v, %v; want true, nil", ok, err)
+	}
+	rs.mu.Lock()
+	rs.hang = true
+	rs.mu.Unlock()
+	calls := func() int {
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
+		return rs.calls
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.watchRuntime(ctx) }()
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Error("watchRuntime did not return 20s after its context ended")
+		}
+	}()
+	pollUntil(t, "the checks wait on the clock", clk.HasWaiters, log.String)
+	clk.Step(5 * time.Second)
+	pollUntil(t, "a check calls Status 5s after the last", func() bool { return calls() == 2 }, func() string {
+		return fmt.Sprintf("%d Status calls\n%s", calls(), log.String())
+	})
+	clk.Step(5 * time.Second)
+	const want = "the runtime did not answer Status within 5s"
+	if err := a.Healthy(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Healthy() 10s after the runtime hung = %v, want %q", err, want)
+	}
+	if code, body := healthz(a); code != http.StatusInternalServerError || !strings.Contains(body, want) {
+		t.Errorf("/healthz 10s after the runtime hung: %d %q, want 500 saying %q", code, body, want)
+	}
+}
+
+// A Status call that has waited past the timeout fails /healthz whether
+// or not a check waits on it, saying how long it has waited: here a
+// call that ignored its cut-off, 20s after the check that cut it off.
+func TestHealthzSaysHowLongTheStatusCallHasWaited(t *testing.T) {
+	deaf := make(chan struct{})
+	defer close(deaf)
+	e := newCheckEnv(t, func(h *hangingStatus) { h.deaf = deaf })
+	a, clk, log := e.a, e.clk, e.log
+	if _, err := checkPastTimeout(t, a, clk, log); err == nil {
+		t.Fatal("a check of a hung runtime succeeded")
+	}
+	clk.Step(20 * time.Second)
+	const want = "the runtime did not answer Status within 5s: its call has been waiting for 25s"
+	if err := a.Healthy(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Healthy() = %v, want %q", err, want)
+	}
 }
