@@ -23,6 +23,11 @@
 //     16 MiB in all), not sized by gRPC's bandwidth estimate, which pings
 //     the runtime after responses: a round trip at every relist of an
 //     idle node, for nothing on a local socket.
+//   - A connection lost to a runtime that restarts is made again with the
+//     kubelet's CRI client's back-off, 100ms growing to 3s (each attempt
+//     given at least 5 s to connect), not gRPC's default, which grows to
+//     2 minutes; calls in between fail with runtime.ErrUnavailable
+//     (TestClientReconnectsWithinTheKubeletsBackOff).
 //   - Every error is an *Error that names the CRI method and the object,
 //     keeps the gRPC status, and matches nodekit's error classes with
 //     errors.Is (runtime.ErrNotFound, runtime.ErrUnavailable,
