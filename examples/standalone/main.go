@@ -55,7 +55,8 @@
 //
 // On SIGINT, SIGTERM or SIGHUP it stops cleanly: the agent's parts stop,
 // the HTTP servers close, and it exits 0, leaving the pods running in the
-// runtime, as the kubelet does.
+// runtime, as the kubelet does. Stopped while it still waits for its
+// runtime, it exits 0 too.
 package main
 
 import (
@@ -227,6 +228,10 @@ func run(ctx context.Context, o options, out, errOut io.Writer) error {
 	} else {
 		client, err := criclient.DialWait(ctx, o.endpoint, o.clock, log)
 		if err != nil {
+			if ctx.Err() != nil { // stopped while waiting: a clean stop
+				fmt.Fprintln(out, "stopped while waiting for the runtime")
+				return nil
+			}
 			return err
 		}
 		defer client.Close(context.Background())

@@ -260,3 +260,26 @@ func TestMetricsCarryGoRuntimeFigures(t *testing.T) {
 		t.Errorf("run() = %v after a clean stop", err)
 	}
 }
+
+// Stopped while it waits for its runtime, the command stops cleanly, as
+// it does once running: run returns nil, and main exits 0.
+func TestStopWhileWaitingForTheRuntimeIsClean(t *testing.T) {
+	o := testOptions(t)
+	o.endpoint = "unix://" + filepath.Join(t.TempDir(), "cri.sock")
+	clk := clocktesting.NewFakeClock(time.Now())
+	o.clock = clk
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncbuf.Buffer
+	done := runAsync(ctx, o, &out, &errOut)
+	waitUntil(t, "run waits on the clock for the runtime", func() bool {
+		return strings.Contains(errOut.String(), `"msg"="waiting for the runtime"`) && clk.HasWaiters()
+	}, errOut.String)
+	cancel()
+	if err := result(t, done, &errOut); err != nil {
+		t.Errorf("run() = %v after a stop while waiting for the runtime, want nil", err)
+	}
+	if !strings.Contains(out.String(), "stopped while waiting for the runtime") {
+		t.Errorf("no clean stop:\n%s", out.String())
+	}
+}
