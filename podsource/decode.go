@@ -14,11 +14,14 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
 // decode parses a manifest, YAML or JSON, holding a Pod or (allowList) a
-// PodList.
+// PodList, as the kubelet's decoder does: field names match exactly
+// ("Name" is not "name"), unknown fields are ignored, and of a key given
+// twice the last value counts.
 func decode(data []byte, allowList bool) ([]*v1.Pod, error) {
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
@@ -31,7 +34,7 @@ func decode(data []byte, allowList bool) ([]*v1.Pod, error) {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
 	}
-	if err := json.Unmarshal(js, &head); err != nil {
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(js, &head); err != nil {
 		return nil, fmt.Errorf("not an object: %w", err)
 	}
 	if head.APIVersion != "" && head.APIVersion != "v1" {
@@ -40,7 +43,7 @@ func decode(data []byte, allowList bool) ([]*v1.Pod, error) {
 	switch head.Kind {
 	case "Pod", "":
 		var pod v1.Pod
-		if err := json.Unmarshal(js, &pod); err != nil {
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(js, &pod); err != nil {
 			return nil, err
 		}
 		return []*v1.Pod{&pod}, nil
@@ -49,7 +52,7 @@ func decode(data []byte, allowList bool) ([]*v1.Pod, error) {
 			return nil, fmt.Errorf("kind: a manifest file holds one Pod, not a PodList")
 		}
 		var list v1.PodList
-		if err := json.Unmarshal(js, &list); err != nil {
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(js, &list); err != nil {
 			return nil, err
 		}
 		out := make([]*v1.Pod, len(list.Items))
@@ -77,7 +80,7 @@ func makeStatic(pod *v1.Pod, source, origin, nodeName string, seen time.Time) er
 	}
 	pod.Spec.NodeName = nodeName
 	if errs := append(validatePod(pod), validateCreate(pod)...); len(errs) > 0 {
-		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, errs.ToAggregate())
+		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, joinErrors(errs))
 	}
 	content, err := json.Marshal(pod)
 	if err != nil {

@@ -5,7 +5,13 @@
 //   - File: static pods from a directory, one Pod per file (YAML or
 //     JSON), watched with fsnotify and re-read every 20 s; a re-read
 //     sends an update only when a file appeared or went, or gave another
-//     pod or error (TestScanReportsOnlyChanges). An empty or
+//     pod or error (TestScanReportsOnlyChanges). A file is parsed again
+//     when its modification time, size, inode or status change time
+//     (ctime, which, unlike the modification time, cannot be set back)
+//     changed, so an edit that keeps the size and restores the
+//     modification time is picked up, as by the kubelet, which reads
+//     every file again (on systems without inodes, Windows, only the
+//     modification time and size count). An empty or
 //     missing directory is an empty set; one that cannot be read keeps
 //     the pods last sent. A file over FileConfig.MaxManifestBytes
 //     (default 10 MiB, the kubelet's limit) is refused from its size,
@@ -18,10 +24,17 @@
 //     one to a directory skipped, as by the kubelet
 //     (TestFileSourceSkipsWhatIsNotARegularFile).
 //   - HTTP: a Pod or a PodList at a URL, polled every 20 s. A failed
-//     fetch keeps the pods last sent. A body over HTTPConfig.MaxBodyBytes
-//     (default 10 MiB) is refused: from its Content-Length when the
-//     response states one, else after reading one byte past the limit.
+//     fetch keeps the pods last sent. A body the same, byte for byte, as
+//     the last one read is not parsed again, as in the kubelet: the
+//     events about its invalid items are not repeated at every poll. A
+//     body over HTTPConfig.MaxBodyBytes (default 10 MiB) is refused: from
+//     its Content-Length when the response states one, else after
+//     reading one byte past the limit.
 //   - Channel: pods a program sends itself.
+//
+// Manifests are decoded as by the kubelet: field names match exactly
+// (metadata.Name is not metadata.name, so such a manifest has no name),
+// unknown fields are ignored, and of a key given twice the last counts.
 //
 // File and HTTP pods become static pods as the kubelet makes them: the
 // API server's defaults applied (restart and DNS policy, grace period,
@@ -41,6 +54,14 @@
 // A manifest that does not parse or fails Validate gets a
 // FailedToLoadManifest warning event and a log line naming the file, the
 // pod and the field, and is left out; the other manifests keep running.
+// The message lists the errors as the API server does, but at most the
+// first 100, then the count of the others ("[...] and 4900 more errors"),
+// and it gives a list value of more than 100 items as its count
+// ("<150 items>"), which the API server would spell out in every error
+// that names the list: a manifest with millions of errors costs a message
+// of bounded size, built in linear time. Validation itself is linear in
+// the size of the pod: a 10 MiB manifest of empty env items, one error
+// each, is refused in seconds (BenchmarkLoadWorstCaseManifest).
 // Validate applies the API server's pod validation rules that a node can
 // check on its own:
 //   - metadata: name a DNS subdomain (at most 253 characters), namespace a
@@ -129,7 +150,10 @@
 // FailedValidation event (MergerConfig.Events) naming the pod, its source
 // (and file or URL) and the field, and is left out; the other pods of the
 // update go through. In a SET, the pod is then gone from the source; in
-// an ADD or UPDATE, the pod keeps its last valid version.
+// an ADD or UPDATE, the pod keeps its last valid version. A nil pod in an
+// update is left out with a FailedValidation event about no pod (nil)
+// naming the source, and a log line; the other pods of the update are
+// unaffected.
 //
 // A full name (namespace/name, after the node-name suffix) belongs to one
 // pod, as in the kubelet, where a second pod of the same name is refused

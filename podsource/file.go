@@ -46,7 +46,7 @@ type FileConfig struct {
 // sent.
 type File struct {
 	cfg FileConfig
-	// parsed remembers each file's pod by modification time and size, so
+	// parsed remembers each file's pod by version (see fileVersion), so
 	// a re-read of an unchanged directory parses nothing. Only Run's
 	// goroutine uses it.
 	parsed map[string]parsedFile
@@ -63,12 +63,29 @@ type foundPod struct {
 }
 
 type parsedFile struct {
-	mod  time.Time
-	size int64
-	mode fs.FileMode // the type bits
-	pod  *v1.Pod
-	err  error
-	scan uint64 // the last scan that met the file
+	version fileVersion
+	pod     *v1.Pod
+	err     error
+	scan    uint64 // the last scan that met the file
+}
+
+// fileVersion tells the versions of a file apart, as far as its metadata
+// can: a write changes the modification time, the size or the status
+// change time (ctime), which, unlike the modification time, cannot be set
+// back; a file renamed into place has another inode. Where the system
+// gives no inode or ctime (Windows), they are zero and only the
+// modification time and size count.
+type fileVersion struct {
+	mod   int64 // modification time, ns since the epoch
+	size  int64
+	mode  fs.FileMode // the type bits
+	ino   uint64
+	ctime int64 // ns since the epoch
+}
+
+func versionOf(info fs.FileInfo) fileVersion {
+	ino, ctime := inodeAndCtime(info)
+	return fileVersion{mod: info.ModTime().UnixNano(), size: info.Size(), mode: info.Mode().Type(), ino: ino, ctime: ctime}
 }
 
 // NewFile returns a directory source.
@@ -213,7 +230,8 @@ func (f *File) cached(path string, seen time.Time) (pod *v1.Pod, err error, fres
 		f.parsed[path] = parsedFile{err: err, scan: f.scans}
 		return nil, err, true, differs
 	}
-	if known && last.mod.Equal(info.ModTime()) && last.size == info.Size() && last.mode == info.Mode().Type() {
+	version := versionOf(info)
+	if known && last.version == version {
 		last.scan = f.scans
 		f.parsed[path] = last
 		return last.pod, last.err, false, false
@@ -221,7 +239,7 @@ func (f *File) cached(path string, seen time.Time) (pod *v1.Pod, err error, fres
 	if err = notRegular(info); err == nil {
 		pod, err = f.load(path, seen)
 	}
-	f.parsed[path] = parsedFile{mod: info.ModTime(), size: info.Size(), mode: info.Mode().Type(), pod: pod, err: err, scan: f.scans}
+	f.parsed[path] = parsedFile{version: version, pod: pod, err: err, scan: f.scans}
 	differs = !known || !samePod(last.pod, pod) || !sameError(last.err, err)
 	return pod, err, true, differs
 }

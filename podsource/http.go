@@ -2,9 +2,11 @@ package podsource
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -72,23 +74,40 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 // Name implements Source.
 func (h *HTTP) Name() string { return SourceHTTP }
 
-// Run implements Source.
+// Run implements Source. A body the same, byte for byte, as the one last
+// read is not parsed again: it holds the same pods, and its invalid items
+// were reported already.
 func (h *HTTP) Run(ctx context.Context, out chan<- Update) error {
 	tick := h.cfg.Clock.NewTicker(h.cfg.Period)
 	defer tick.Stop()
 	last := "unset"
+	var lastBody [sha256.Size]byte
+	read := false
 	for {
-		pods, origins, fingerprint, err := h.fetch(ctx)
-		if err != nil {
+		data, err := h.get(ctx)
+		var sum [sha256.Size]byte
+		if err == nil {
+			sum = sha256.Sum256(data)
+		}
+		switch {
+		case err != nil:
 			if ctx.Err() == nil {
 				h.cfg.Logger.Error(err, "fetching pod manifests", "url", h.cfg.URL)
 			}
-		} else if fingerprint != last {
-			last = fingerprint
-			select {
-			case out <- Update{Op: SET, Pods: pods, Source: SourceHTTP, Origins: origins}:
-			case <-ctx.Done():
-				return nil
+		case read && sum == lastBody:
+			h.cfg.Logger.V(4).Info("pod manifests unchanged", "url", h.cfg.URL)
+		default:
+			lastBody, read = sum, true
+			pods, origins, fingerprint, err := h.parse(data)
+			if err != nil {
+				h.cfg.Logger.Error(err, "fetching pod manifests", "url", h.cfg.URL)
+			} else if fingerprint != last {
+				last = fingerprint
+				select {
+				case out <- Update{Op: SET, Pods: pods, Source: SourceHTTP, Origins: origins}:
+				case <-ctx.Done():
+					return nil
+				}
 			}
 		}
 		select {
@@ -99,10 +118,11 @@ func (h *HTTP) Run(ctx context.Context, out chan<- Update) error {
 	}
 }
 
-func (h *HTTP) fetch(ctx context.Context) ([]*v1.Pod, map[types.UID]string, string, error) {
+// get fetches the body.
+func (h *HTTP) get(ctx context.Context) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.cfg.URL, nil)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, err
 	}
 	for k, vs := range h.cfg.Header {
 		for _, v := range vs {
@@ -111,23 +131,29 @@ func (h *HTTP) fetch(ctx context.Context) ([]*v1.Pod, map[types.UID]string, stri
 	}
 	resp, err := h.cfg.Client.Do(req)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, nil, "", fmt.Errorf("%s: HTTP status %d", h.cfg.URL, resp.StatusCode)
+		return nil, fmt.Errorf("%s: HTTP status %d", h.cfg.URL, resp.StatusCode)
 	}
 	if resp.ContentLength > h.cfg.MaxBodyBytes {
 		err := fmt.Errorf("the body has %d bytes, more than the limit of %d", resp.ContentLength, h.cfg.MaxBodyBytes)
 		h.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", fmt.Sprintf("manifest %s: %v", h.cfg.URL, err))
-		return nil, nil, "", fmt.Errorf("%s: %w", h.cfg.URL, err)
+		return nil, fmt.Errorf("%s: %w", h.cfg.URL, err)
 	}
 	data, err := readBounded(resp.Body, h.cfg.MaxBodyBytes)
 	if err != nil {
 		err = fmt.Errorf("reading the body: %w", err)
 		h.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", fmt.Sprintf("manifest %s: %v", h.cfg.URL, err))
-		return nil, nil, "", fmt.Errorf("%s: %w", h.cfg.URL, err)
+		return nil, fmt.Errorf("%s: %w", h.cfg.URL, err)
 	}
+	return data, nil
+}
+
+// parse decodes the body into static pods, leaving out the invalid ones
+// with an event, and gives the fingerprint of the set: the pods' UIDs.
+func (h *HTTP) parse(data []byte) ([]*v1.Pod, map[types.UID]string, string, error) {
 	decoded, err := decode(data, true)
 	if err != nil {
 		h.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", fmt.Sprintf("manifest %s: %v", h.cfg.URL, err))
@@ -136,7 +162,7 @@ func (h *HTTP) fetch(ctx context.Context) ([]*v1.Pod, map[types.UID]string, stri
 	seen := h.cfg.Clock.Now()
 	var pods []*v1.Pod
 	origins := map[types.UID]string{}
-	fingerprint := ""
+	var fingerprint strings.Builder
 	for i, pod := range decoded {
 		// The UID depends on the URL and the pod, not on its place in the
 		// list: reordering a list restarts nothing.
@@ -147,7 +173,8 @@ func (h *HTTP) fetch(ctx context.Context) ([]*v1.Pod, map[types.UID]string, stri
 		}
 		pods = append(pods, pod)
 		origins[pod.UID] = fmt.Sprintf("%s item %d", h.cfg.URL, i)
-		fingerprint += string(pod.UID) + ","
+		fingerprint.WriteString(string(pod.UID))
+		fingerprint.WriteByte(',')
 	}
-	return pods, origins, fingerprint, nil
+	return pods, origins, fingerprint.String(), nil
 }

@@ -43,9 +43,10 @@ type MergerConfig struct {
 // Every pod of every source gets the API server's defaults and Validate
 // (ephemeral containers, which come with updates of running pods, are
 // checked as the API server checks them when they are added, not
-// refused), and a UID that is safe in a file name; a pod that fails is left out with
-// a FailedValidation event. The Merger works on copies: it never modifies
-// a pod a source sent.
+// refused), and a UID that is safe in a file name; a pod that fails is
+// left out with a FailedValidation event, as is a nil pod (the event is
+// then about no pod). The Merger works on copies: it never modifies a pod
+// a source sent.
 //
 // A full name (namespace/name) belongs to one pod. When several pods
 // claim one, the winner is the pod of the source listed first in
@@ -203,7 +204,7 @@ func (m *Merger) admit(p *v1.Pod, source, origin string) *v1.Pod {
 		return pod
 	}
 	c := candidate{pod: pod, source: source, origin: origin}
-	err := errs.ToAggregate()
+	err := joinErrors(errs)
 	m.cfg.Logger.Error(err, "refusing an invalid pod", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "source", source)
 	m.cfg.Events(p, v1.EventTypeWarning, "FailedValidation", fmt.Sprintf("%s: %v", c.describe(), err))
 	return nil
@@ -241,6 +242,10 @@ func (m *Merger) merge(u Update) []Update {
 		old := cands
 		cands = map[types.UID]*candidate{}
 		for i, p := range u.Pods {
+			if p == nil {
+				m.refuseNil(src, u.Op)
+				continue
+			}
 			pod := m.admit(p, src, u.Origins[p.UID])
 			if pod == nil {
 				continue
@@ -257,6 +262,10 @@ func (m *Merger) merge(u Update) []Update {
 		}
 	case ADD, UPDATE, RECONCILE, DELETE:
 		for _, p := range u.Pods {
+			if p == nil {
+				m.refuseNil(src, u.Op)
+				continue
+			}
 			pod := m.admit(p, src, u.Origins[p.UID])
 			if pod == nil {
 				continue
@@ -275,6 +284,10 @@ func (m *Merger) merge(u Update) []Update {
 		}
 	case REMOVE:
 		for _, p := range u.Pods {
+			if p == nil {
+				m.refuseNil(src, u.Op)
+				continue
+			}
 			delete(cands, p.UID)
 		}
 	default:
@@ -282,6 +295,12 @@ func (m *Merger) merge(u Update) []Update {
 	}
 	m.cands[src] = cands
 	return m.diff(m.elect(), deleting)
+}
+
+// refuseNil reports a nil pod in an update; the event is about no pod.
+func (m *Merger) refuseNil(source string, op Op) {
+	m.cfg.Logger.Error(errors.New("a nil pod"), "ignoring a nil pod", "source", source, "op", op)
+	m.cfg.Events(nil, v1.EventTypeWarning, "FailedValidation", fmt.Sprintf("a nil pod from source %s (op %s): ignored", source, op))
 }
 
 func (m *Merger) refuseUID(pod *v1.Pod, source, origin string) {

@@ -188,3 +188,29 @@ func TestMergerValidatesEverySource(t *testing.T) {
 		t.Errorf("pods %v", got)
 	}
 }
+
+// A nil pod in an update, from a channel or a custom source, is refused
+// with an event naming the source, and the other pods of the update go
+// through, in a SET, an ADD and a REMOVE.
+func TestMergerRefusesNilPods(t *testing.T) {
+	ch := podsource.NewChannel("custom", 10)
+	var ev events
+	m, read := startMerger(t, &ev, ch)
+	ctx := context.Background()
+	a, b, c := pod("a", "a"), pod("b", "b"), pod("c", "c")
+
+	ch.Send(ctx, podsource.Update{Op: podsource.SET, Pods: []*v1.Pod{a, nil, b}})
+	expectUpdates(t, read, "ADD custom ns/a,ns/b")
+	expectEvent(t, &ev, "FailedValidation", "a nil pod from source custom (op SET)")
+
+	ch.Send(ctx, podsource.Update{Op: podsource.ADD, Pods: []*v1.Pod{nil, c}})
+	expectUpdates(t, read, "ADD custom ns/c")
+	expectEvent(t, &ev, "FailedValidation", "a nil pod from source custom (op ADD)")
+
+	ch.Send(ctx, podsource.Update{Op: podsource.REMOVE, Pods: []*v1.Pod{nil, a}})
+	expectUpdates(t, read, "REMOVE custom ns/a")
+	expectEvent(t, &ev, "FailedValidation", "a nil pod from source custom (op REMOVE)")
+	if got := names(m.Pods()); !cmp.Equal(got, []string{"ns/b", "ns/c"}) {
+		t.Errorf("pods %v, want ns/b and ns/c", got)
+	}
+}

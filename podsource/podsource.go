@@ -67,6 +67,6 @@ type Source interface {
 }
 
 // EventFunc receives events about bad input: the object is nil for a file
-// or URL that holds no valid pod. It is an alias of runtime.EventFunc: it
-// must not block.
+// or URL that holds no valid pod, and for a nil pod a source sent. It is
+// an alias of runtime.EventFunc: it must not block.
 type EventFunc = runtime.EventFunc

@@ -507,3 +507,55 @@ func TestFileSourceForgetsRemovedFiles(t *testing.T) {
 			u.Pods[0].Spec.Containers[0].Ports[0].ContainerPort == 9090
 	})
 }
+
+// A body the same as the last one is not parsed again, so its invalid
+// items are reported once, not at every poll; a changed body is.
+func TestHTTPSourceSkipsAnUnchangedBody(t *testing.T) {
+	list := `{"kind":"PodList","apiVersion":"v1","items":[
+	  {"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"busybox:1.36"}]}},
+	  {"metadata":{"name":"b"},"spec":{"containers":[{"name":"c"}]}}]}`
+	var mu sync.Mutex
+	body := list
+	requests := make(chan struct{}, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		w.Write([]byte(body))
+		mu.Unlock()
+		requests <- struct{}{}
+	}))
+	defer srv.Close()
+	clk := clocktesting.NewFakeClock(time.Now())
+	var ev events
+	src, err := podsource.NewHTTP(podsource.HTTPConfig{URL: srv.URL, NodeName: "n", Clock: clk, Events: ev.record})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := run(t, src)
+	poll := func() {
+		t.Helper()
+		select {
+		case <-requests:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no request within 10s")
+		}
+	}
+	if u := next(t, ch); !cmp.Equal(names(u.Pods), []string{"default/a-n"}) {
+		t.Fatalf("pods %v, want default/a-n", names(u.Pods))
+	}
+	poll()
+	clk.Step(20 * time.Second)
+	poll()
+	clk.Step(20 * time.Second)
+	poll() // the source has done with the second body: it polls once at a time
+	if got := ev.all(); len(got) != 1 || !strings.Contains(got[0], "item 1: pod default/b-n: spec.containers[0].image: Required value") {
+		t.Errorf("after three polls of one body, events %q, want one about item 1", got)
+	}
+
+	mu.Lock()
+	body = webYAML
+	mu.Unlock()
+	clk.Step(20 * time.Second)
+	if u := next(t, ch); !cmp.Equal(names(u.Pods), []string{"default/web-n"}) {
+		t.Errorf("after the change: pods %v, want default/web-n", names(u.Pods))
+	}
+}

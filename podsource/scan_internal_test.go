@@ -116,3 +116,88 @@ func BenchmarkRescanUnchanged(b *testing.B) {
 		}
 	}
 }
+
+// TestScanSeesEditsThatKeepSizeAndModTime: an edit that keeps the file's
+// size and sets its modification time back is picked up, as by the
+// kubelet, which reads the files again: the status change time, which
+// cannot be set back, or the inode of a file renamed into place tells the
+// new version from the old.
+func TestScanSeesEditsThatKeepSizeAndModTime(t *testing.T) {
+	const web = "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers: [{name: a, image: busybox:1.36}]\n"
+	const edited = "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers: [{name: a, image: busybox:1.37}]\n"
+	for _, tc := range []struct {
+		name string
+		// edit writes content to path and gives it the modification time
+		// mod.
+		edit func(t *testing.T, path, content string, mod time.Time)
+	}{
+		{"rewritten in place", func(t *testing.T, path, content string, mod time.Time) {
+			if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(path, mod, mod); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"renamed into place", func(t *testing.T, path, content string, mod time.Time) {
+			tmp := filepath.Join(filepath.Dir(path), ".web.tmp")
+			if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(tmp, mod, mod); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "web.yaml")
+			if err := os.WriteFile(path, []byte(web), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			before, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ino, ctime := inodeAndCtime(before); ino == 0 && ctime == 0 {
+				t.Skip("the system gives no inode or status change time")
+			}
+			f, err := NewFile(FileConfig{Dir: dir, NodeName: "n", Clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pods, _, _, _ := f.scan()
+			if len(pods) != 1 || pods[0].Spec.Containers[0].Image != "busybox:1.36" {
+				t.Fatalf("first read: %d pods", len(pods))
+			}
+
+			// Edit until the file's version differs from the one read,
+			// for a rewrite in the same tick of the kernel's clock keeps
+			// the ctime.
+			var after fileVersion
+			for i := 0; ; i++ {
+				tc.edit(t, path, edited, before.ModTime())
+				info, err := os.Stat(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if info.Size() != before.Size() || !info.ModTime().Equal(before.ModTime()) {
+					t.Fatalf("the edit changed the size or the modification time: %d %v, was %d %v", info.Size(), info.ModTime(), before.Size(), before.ModTime())
+				}
+				if after = versionOf(info); after != versionOf(before) {
+					break
+				}
+				if i == 100000 {
+					t.Fatalf("after %d edits, still the version %+v: no ctime or inode on this system", i, after)
+				}
+			}
+			pods, _, changed, ok := f.scan()
+			if !ok || !changed || len(pods) != 1 || pods[0].Spec.Containers[0].Image != "busybox:1.37" {
+				t.Fatalf("after the edit: ok %v, changed %v, %d pods, want the edited pod", ok, changed, len(pods))
+			}
+		})
+	}
+}

@@ -1,7 +1,9 @@
 package podsource
 
 import (
+	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -28,6 +30,90 @@ func Validate(pod *v1.Pod) field.ErrorList {
 	pod = pod.DeepCopy()
 	applyDefaults(pod)
 	return append(validatePod(pod), validateCreate(pod)...)
+}
+
+// maxListedErrors bounds the errors the message about an invalid pod
+// lists; the others are only counted.
+const maxListedErrors = 100
+
+// maxShownItems bounds the items of a list or map value an error message
+// spells out.
+const maxShownItems = 100
+
+// invalidError is the error of a pod that fails validation. Its message
+// lists the field errors as the API server's aggregate error does ("a" for
+// one, "[a, b]" for several, a repeated message once), but at most
+// maxListedErrors of them before the count of the others, and a value of
+// more than maxShownItems items as its count, so that a pod with millions
+// of errors costs a message of bounded size, built in linear time.
+type invalidError struct {
+	msg  string
+	errs field.ErrorList
+}
+
+func (e *invalidError) Error() string { return e.msg }
+
+// Unwrap gives the field errors, for errors.As.
+func (e *invalidError) Unwrap() []error {
+	out := make([]error, len(e.errs))
+	for i, fe := range e.errs {
+		out[i] = fe
+	}
+	return out
+}
+
+// joinErrors is nil for no errors, else an invalidError.
+func joinErrors(errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	seen := make(map[string]bool, min(len(errs), maxListedErrors))
+	listed, i := 0, 0
+	for ; i < len(errs) && listed < maxListedErrors; i++ {
+		msg := errorText(errs[i])
+		if seen[msg] {
+			continue
+		}
+		seen[msg] = true
+		if listed > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(msg)
+		listed++
+	}
+	msg := b.String()
+	if rest := len(errs) - i; rest > 0 {
+		msg = fmt.Sprintf("[%s] and %d more errors", msg, rest)
+	} else if listed > 1 {
+		msg = "[" + msg + "]"
+	}
+	return &invalidError{msg: msg, errs: errs}
+}
+
+// errorText is e.Error(), but with a list or map value of more than
+// maxShownItems items given as its count: some errors carry a whole list,
+// one error per item of it.
+func errorText(e *field.Error) string {
+	switch e.Type {
+	case field.ErrorTypeInvalid, field.ErrorTypeTypeInvalid, field.ErrorTypeNotSupported, field.ErrorTypeNotFound,
+		field.ErrorTypeDuplicate, field.ErrorTypeTooMany, field.ErrorTypeTooFew:
+	default:
+		return e.Error()
+	}
+	v := reflect.ValueOf(e.BadValue)
+	for v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem()
+	}
+	switch v.Kind() {
+	case reflect.Slice, reflect.Array, reflect.Map:
+		if n := v.Len(); n > maxShownItems {
+			short := *e
+			short.BadValue = fmt.Sprintf("<%d items>", n)
+			return short.Error()
+		}
+	}
+	return e.Error()
 }
 
 // validateCreate holds the rules the API server applies only to a pod

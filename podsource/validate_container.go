@@ -448,7 +448,11 @@ func validateEnvFileVolumes(spec *v1.PodSpec, volumes map[string]v1.VolumeSource
 func validateMounts(c *v1.Container, volumes map[string]v1.VolumeSource, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	add := func(e ...*field.Error) { errs = append(errs, e...) }
+	// devices maps each device's name to its path (the last one for a
+	// name given twice); paths holds the paths met so far that have no
+	// "..".
 	devices := map[string]string{}
+	paths := sets.New[string]()
 	for i, d := range c.VolumeDevices {
 		p := path.Child("volumeDevices").Index(i)
 		if d.Name == "" {
@@ -458,19 +462,25 @@ func validateMounts(c *v1.Container, volumes map[string]v1.VolumeSource, path *f
 		} else if src.PersistentVolumeClaim == nil && src.Ephemeral == nil {
 			add(field.Invalid(p.Child("name"), d.Name, "can only use volume source type of PersistentVolumeClaim or Ephemeral for block mode"))
 		}
-		if _, dup := devices[d.Name]; dup {
+		if _, dup := devices[d.Name]; dup && d.Name != "" {
 			add(field.Invalid(p.Child("name"), d.Name, "must be unique"))
 		}
 		if d.DevicePath == "" {
 			add(field.Required(p.Child("devicePath"), ""))
 		}
-		for _, other := range devices {
-			if other == d.DevicePath {
-				add(field.Invalid(p.Child("devicePath"), d.DevicePath, "must be unique"))
-			}
+		if paths.Has(d.DevicePath) {
+			add(field.Invalid(p.Child("devicePath"), d.DevicePath, "must be unique"))
 		}
-		add(noBacksteps(d.DevicePath, p.Child("devicePath"))...)
+		if back := noBacksteps(d.DevicePath, p.Child("devicePath")); len(back) > 0 {
+			add(back...)
+		} else {
+			paths.Insert(d.DevicePath)
+		}
 		devices[d.Name] = d.DevicePath
+	}
+	devicePaths := sets.New[string]()
+	for _, p := range devices {
+		devicePaths.Insert(p)
 	}
 	privileged := c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged
 	mountPaths := sets.New[string]()
@@ -490,10 +500,8 @@ func validateMounts(c *v1.Container, volumes map[string]v1.VolumeSource, path *f
 		if _, ok := devices[m.Name]; ok {
 			add(field.Invalid(p.Child("name"), m.Name, "must not also be in volumeDevices"))
 		}
-		for _, d := range devices {
-			if d == m.MountPath {
-				add(field.Invalid(p.Child("mountPath"), m.MountPath, "must not also be a path in volumeDevices"))
-			}
+		if devicePaths.Has(m.MountPath) {
+			add(field.Invalid(p.Child("mountPath"), m.MountPath, "must not also be a path in volumeDevices"))
 		}
 		if m.SubPath != "" {
 			add(localDescendingPath(m.SubPath, p.Child("subPath"))...)

@@ -1,6 +1,7 @@
 package podsource_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -360,5 +362,180 @@ spec:
 		c.Lifecycle.PreStop.HTTPGet.Path != "/" || c.Env[0].ValueFrom.FieldRef.APIVersion != "v1" {
 		t.Errorf("defaults not applied: grace %d, hostPort %d, pull %s, preStop %+v, env %+v", *s.TerminationGracePeriodSeconds, c.Ports[0].HostPort,
 			c.ImagePullPolicy, c.Lifecycle.PreStop.HTTPGet, c.Env[0].ValueFrom.FieldRef)
+	}
+}
+
+// The message about a pod with thousands of errors lists the first 100
+// and counts the others, and a list that every error carries whole is
+// given as its count: the message stays small, and its cost linear, from
+// a File source and in the Merger alike.
+func TestInvalidPodMessageIsBounded(t *testing.T) {
+	const items = 5000
+	env := strings.TrimSuffix(strings.Repeat("{}, ", items), ", ")
+	envYAML := "metadata: {name: env}\nspec: {containers: [{name: c, image: busybox, env: [" + env + "]}]}\n"
+	var refs []string
+	for i := range 150 {
+		refs = append(refs, fmt.Sprintf("{apiVersion: v1, kind: Thing, name: t%d, uid: u%d, controller: true}", i, i))
+	}
+	ownedYAML := "metadata: {name: owned, ownerReferences: [" + strings.Join(refs, ", ") + "]}\nspec: {containers: [{name: c, image: busybox}]}\n"
+	const limit = 32 << 10
+	check := func(t *testing.T, all []string, parts ...string) {
+		t.Helper()
+		for _, e := range all {
+			if !strings.Contains(e, parts[0]) {
+				continue
+			}
+			for _, p := range parts[1:] {
+				if !strings.Contains(e, p) {
+					t.Errorf("the event about %s lacks %q: %.1000s", parts[0], p, e)
+				}
+			}
+			if len(e) > limit {
+				t.Errorf("the event about %s has %d bytes, want at most %d", parts[0], len(e), limit)
+			}
+			return
+		}
+		t.Errorf("no event about %s; events: %.2000s", parts[0], strings.Join(all, "\n"))
+	}
+
+	t.Run("file", func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, "env.yaml", envYAML)
+		write(t, dir, "owned.yaml", ownedYAML)
+		write(t, dir, "web.yaml", webYAML)
+		var ev events
+		src, err := podsource.NewFile(podsource.FileConfig{Dir: dir, NodeName: "n", Events: ev.record})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := next(t, run(t, src)); !cmp.Equal(names(u.Pods), []string{"default/web-n"}) {
+			t.Errorf("pods %v, want default/web-n", names(u.Pods))
+		}
+		check(t, ev.all(), "env.yaml: pod default/env-n: [spec.containers[0].env[0].name: Required value, ",
+			"spec.containers[0].env[99].name: Required value] and 4900 more errors")
+		check(t, ev.all(), "owned.yaml: pod default/owned-n: [metadata.ownerReferences: Invalid value: \"<150 items>\": Only one reference can have Controller set to true",
+			"for Thing/t0 and Thing/t1, ", "for Thing/t0 and Thing/t100] and 49 more errors")
+	})
+
+	t.Run("merger", func(t *testing.T) {
+		ch := podsource.NewChannel("api", 1)
+		var ev events
+		_, read := startMerger(t, &ev, ch)
+		bad := pod("env", "env")
+		bad.Spec.Containers[0].Env = make([]v1.EnvVar, items)
+		ch.Send(context.Background(), podsource.Update{Op: podsource.SET, Pods: []*v1.Pod{bad, pod("ok", "ok")}})
+		expectUpdates(t, read, "ADD api ns/ok")
+		check(t, ev.all(), "FailedValidation: pod ns/env (UID \"uid-env\") from source api: [spec.containers[0].env[0].name: Required value, ",
+			"spec.containers[0].env[99].name: Required value] and 4900 more errors")
+	})
+}
+
+// Device paths are unique across a container's volumeDevices, whatever
+// the names, and a mount path may not be a device path; a long list of
+// devices gets exactly the errors of its duplicates.
+func TestValidateVolumeDevices(t *testing.T) {
+	podWith := func(devices []v1.VolumeDevice, mounts []v1.VolumeMount) *v1.Pod {
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Spec: v1.PodSpec{
+			Containers: []v1.Container{{Name: "c", Image: "i", VolumeDevices: devices, VolumeMounts: mounts}},
+			Volumes:    []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}},
+		}}
+		seen := map[string]bool{}
+		for _, d := range devices {
+			if d.Name != "" && !seen[d.Name] {
+				seen[d.Name] = true
+				p.Spec.Volumes = append(p.Spec.Volumes, v1.Volume{Name: d.Name, VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: d.Name}}})
+			}
+		}
+		return p
+	}
+	messages := func(p *v1.Pod) []string {
+		var out []string
+		for _, e := range podsource.Validate(p) {
+			out = append(out, e.Error())
+		}
+		return out
+	}
+	const dev = "spec.containers[0].volumeDevices"
+	for _, tc := range []struct {
+		name    string
+		devices []v1.VolumeDevice
+		mounts  []v1.VolumeMount
+		want    []string
+	}{
+		{"unique", []v1.VolumeDevice{{Name: "a", DevicePath: "/dev/a"}, {Name: "b", DevicePath: "/dev/b"}}, nil, nil},
+		{"path twice", []v1.VolumeDevice{{Name: "a", DevicePath: "/dev/x"}, {Name: "b", DevicePath: "/dev/x"}}, nil,
+			[]string{dev + `[1].devicePath: Invalid value: "/dev/x": must be unique`}},
+		{"path twice, behind a name given twice", []v1.VolumeDevice{{Name: "a", DevicePath: "/dev/x"}, {Name: "a", DevicePath: "/dev/y"}, {Name: "b", DevicePath: "/dev/x"}}, nil,
+			[]string{dev + `[1].name: Invalid value: "a": must be unique`, dev + `[2].devicePath: Invalid value: "/dev/x": must be unique`}},
+		{"no names", []v1.VolumeDevice{{DevicePath: "/dev/a"}, {DevicePath: "/dev/b"}}, nil,
+			[]string{dev + "[0].name: Required value", dev + "[1].name: Required value"}},
+		{"mount on a device path", []v1.VolumeDevice{{Name: "a", DevicePath: "/dev/a"}, {Name: "b", DevicePath: "/dev/b"}}, []v1.VolumeMount{{Name: "scratch", MountPath: "/dev/b"}},
+			[]string{`spec.containers[0].volumeMounts[0].mountPath: Invalid value: "/dev/b": must not also be a path in volumeDevices`}},
+	} {
+		if diff := cmp.Diff(tc.want, messages(podWith(tc.devices, tc.mounts))); diff != "" {
+			t.Errorf("%s: errors (-want +got):\n%s", tc.name, diff)
+		}
+	}
+
+	const n = 5000
+	devices := make([]v1.VolumeDevice, n)
+	for i := range devices {
+		devices[i] = v1.VolumeDevice{Name: fmt.Sprintf("v%d", i), DevicePath: fmt.Sprintf("/dev/d%d", i)}
+	}
+	devices[2500].DevicePath = "/dev/d7"
+	devices[n-1].DevicePath = "/dev/d2499"
+	want := []string{
+		dev + `[2500].devicePath: Invalid value: "/dev/d7": must be unique`,
+		fmt.Sprintf(`%s[%d].devicePath: Invalid value: "/dev/d2499": must be unique`, dev, n-1),
+		`spec.containers[0].volumeMounts[0].mountPath: Invalid value: "/dev/d42": must not also be a path in volumeDevices`,
+	}
+	if diff := cmp.Diff(want, messages(podWith(devices, []v1.VolumeMount{{Name: "scratch", MountPath: "/dev/d42"}}))); diff != "" {
+		t.Errorf("%d devices: errors (-want +got):\n%s", n, diff)
+	}
+}
+
+// BenchmarkValidateVolumeDevices validates a container with 10000
+// volume devices.
+func BenchmarkValidateVolumeDevices(b *testing.B) {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "i"}}}}
+	for i := range 10000 {
+		name := fmt.Sprintf("v%d", i)
+		p.Spec.Containers[0].VolumeDevices = append(p.Spec.Containers[0].VolumeDevices, v1.VolumeDevice{Name: name, DevicePath: "/dev/" + name})
+		p.Spec.Volumes = append(p.Spec.Volumes, v1.Volume{Name: name, VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: name}}})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if errs := podsource.Validate(p); len(errs) > 0 {
+			b.Fatal(errs)
+		}
+	}
+}
+
+// Manifests are decoded as by the kubelet: field names match exactly
+// ("Name" is not "name"), unknown fields are ignored, and of a key given
+// twice the last value counts.
+func TestFileSourceMatchesFieldNamesExactly(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "upper.json", `{"apiVersion":"v1","kind":"Pod","metadata":{"Name":"upper"},"spec":{"containers":[{"name":"c","image":"busybox"}]}}`)
+	write(t, dir, "image.json", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"image"},"spec":{"containers":[{"name":"c","IMAGE":"busybox"}]}}`)
+	write(t, dir, "extra.yaml", "apiVersion: v1\nkind: Pod\nmadeUp: 1\nmetadata: {name: extra, madeUp: x}\nspec: {containers: [{name: c, image: busybox, madeUp: [1]}]}\n")
+	write(t, dir, "twice.json", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"first","name":"second"},"spec":{"containers":[{"name":"c","image":"busybox"}]}}`)
+	var ev events
+	src, err := podsource.NewFile(podsource.FileConfig{Dir: dir, NodeName: "n", Events: ev.record})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := next(t, run(t, src))
+	if diff := cmp.Diff([]string{"default/extra-n", "default/second-n"}, names(u.Pods)); diff != "" {
+		t.Errorf("pods (-want +got):\n%s", diff)
+	}
+	all := strings.Join(ev.all(), "\n")
+	for _, want := range []string{
+		"upper.json: metadata.name: Required value",
+		"image.json: pod default/image-n: spec.containers[0].image: Required value",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("events lack %q:\n%s", want, all)
+		}
 	}
 }
