@@ -128,9 +128,8 @@ type podState struct {
 	pending     bool // an update asks for a step
 	pendingType UpdateType
 
-	working      bool  // a step handed out by Next has not finished
-	workingStep  State // which step
-	workingGrace int64 // the grace period a working terminating step has
+	working     bool  // a step handed out by Next has not finished
+	workingStep State // which step
 
 	lastSync time.Time // when the last step that ran its handler ended
 	due      time.Time // a syncing pod's resync or retry, reported by Due
@@ -208,15 +207,16 @@ func (m *Machine) Update(opts UpdatePodOptions, now time.Time) UpdateEffect {
 			m.finish(uid, s)
 			return eff
 		}
-		if g := gracePeriod(opts); g != nil && (s.grace == nil || *g < *s.grace) {
+		if g := gracePeriod(opts); s.grace == nil || *g < *s.grace {
+			// A kill running with the longer grace period is cancelled, as
+			// the kubelet cancels it, and the next step kills with the
+			// shorter one: a deletion with grace 0 does not wait out the
+			// 30 s of the one before. (A terminating pod's grace period is
+			// set as it enters the state, so a running kill has s.grace.)
+			if s.grace != nil && s.working && s.workingStep == Terminating {
+				eff.Cancel = true
+			}
 			s.grace = g
-		}
-		// A kill running with a longer grace period is cancelled, as the
-		// kubelet cancels it, and the next step kills with the shorter
-		// one: a deletion with grace 0 does not wait out the 30 s of the
-		// one before.
-		if s.working && s.workingStep == Terminating && s.grace != nil && *s.grace < s.workingGrace {
-			eff.Cancel = true
 		}
 	}
 	if !s.pending || opts.UpdateType != SyncPodSync {
@@ -253,7 +253,6 @@ func (m *Machine) Next(uid types.UID, now time.Time) (Step, bool) {
 		if s.grace != nil {
 			step.GracePeriod = *s.grace
 		}
-		s.workingGrace = step.GracePeriod
 	}
 	s.pending = false
 	s.retryAt = time.Time{}

@@ -128,22 +128,35 @@ func newEnvWithCache(t *testing.T, c podworkers.StatusCache) *env {
 
 func newEnvWith(t *testing.T, c podworkers.StatusCache, reg prometheus.Registerer) *env {
 	t.Helper()
+	e := newStoppedEnv(t, c, reg)
+	t.Cleanup(e.run())
+	return e
+}
+
+// newStoppedEnv is an env whose PodWorkers does not run yet.
+func newStoppedEnv(t *testing.T, c podworkers.StatusCache, reg prometheus.Registerer) *env {
+	t.Helper()
 	h := newHandler()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	pw, err := podworkers.New(podworkers.Config{Handler: h, Cache: c, Clock: clk, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &env{t: t, h: h, pw: pw, clock: clk}
+}
+
+// run runs the PodWorkers until stop is called; stop returns once Run
+// has.
+func (e *env) run() (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- pw.Run(ctx) }()
-	t.Cleanup(func() {
+	go func() { done <- e.pw.Run(ctx) }()
+	return func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Error(err)
+			e.t.Error(err)
 		}
-	})
-	return &env{t: t, h: h, pw: pw, clock: clk}
+	}
 }
 
 func (e *env) next() call {
@@ -873,25 +886,9 @@ func TestCouldHaveRunningContainers(t *testing.T) {
 // Run: the worker that stops leaves it pending instead of taking the step
 // and dropping it.
 func TestPendingUpdateOutlivesRun(t *testing.T) {
-	h := newHandler()
-	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	pw, err := podworkers.New(podworkers.Config{Handler: h, Cache: cache{}, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, h: h, pw: pw, clock: clk}
-	run := func() (stop func()) {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- pw.Run(ctx) }()
-		return func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	stop := run()
+	e := newStoppedEnv(t, cache{}, nil)
+	h, pw := e.h, e.pw
+	stop := e.run()
 	p := pod("a", "v1")
 	gate := h.block(p.UID) // the sync hangs until Run's context ends
 	pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
@@ -902,7 +899,7 @@ func TestPendingUpdateOutlivesRun(t *testing.T) {
 	stop()
 	close(gate)
 
-	stop = run()
+	stop = e.run()
 	defer stop()
 	if c := e.next(); c.kind != "sync" || c.image != "v2" {
 		t.Fatalf("%+v, want the update to v2 synced by the next Run", c)
