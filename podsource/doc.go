@@ -10,8 +10,8 @@
 //     (ctime, which, unlike the modification time, cannot be set back)
 //     changed, so an edit that keeps the size and restores the
 //     modification time is picked up, as by the kubelet, which reads
-//     every file again (on systems without inodes, Windows, only the
-//     modification time and size count). An empty or
+//     every file again (off Linux only the modification time and size
+//     count). An empty or
 //     missing directory is an empty set; one that cannot be read keeps
 //     the pods last sent. A file over FileConfig.MaxManifestBytes
 //     (default 10 MiB, the kubelet's limit) is refused from its size,

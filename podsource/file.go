@@ -72,9 +72,8 @@ type parsedFile struct {
 // fileVersion tells the versions of a file apart, as far as its metadata
 // can: a write changes the modification time, the size or the status
 // change time (ctime), which, unlike the modification time, cannot be set
-// back; a file renamed into place has another inode. Where the system
-// gives no inode or ctime (Windows), they are zero and only the
-// modification time and size count.
+// back; a file renamed into place has another inode. Off Linux they are
+// zero, and only the modification time and size count.
 type fileVersion struct {
 	mod   int64 // modification time, ns since the epoch
 	size  int64

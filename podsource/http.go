@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -75,34 +74,24 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 func (h *HTTP) Name() string { return SourceHTTP }
 
 // Run implements Source. A body the same, byte for byte, as the one last
-// read is not parsed again: it holds the same pods, and its invalid items
-// were reported already.
+// read is not parsed again, as in the kubelet: it holds the same pods, and
+// its invalid items were reported already. Any other body is sent whole
+// (SET); the Merger finds what changed.
 func (h *HTTP) Run(ctx context.Context, out chan<- Update) error {
 	tick := h.cfg.Clock.NewTicker(h.cfg.Period)
 	defer tick.Stop()
-	last := "unset"
-	var lastBody [sha256.Size]byte
-	read := false
+	var last *[sha256.Size]byte // the last body read
 	for {
-		data, err := h.get(ctx)
-		var sum [sha256.Size]byte
-		if err == nil {
-			sum = sha256.Sum256(data)
-		}
-		switch {
-		case err != nil:
+		if data, err := h.get(ctx); err != nil {
 			if ctx.Err() == nil {
 				h.cfg.Logger.Error(err, "fetching pod manifests", "url", h.cfg.URL)
 			}
-		case read && sum == lastBody:
-			h.cfg.Logger.V(4).Info("pod manifests unchanged", "url", h.cfg.URL)
-		default:
-			lastBody, read = sum, true
-			pods, origins, fingerprint, err := h.parse(data)
+		} else if sum := sha256.Sum256(data); last == nil || sum != *last {
+			last = &sum
+			pods, origins, err := h.parse(data)
 			if err != nil {
-				h.cfg.Logger.Error(err, "fetching pod manifests", "url", h.cfg.URL)
-			} else if fingerprint != last {
-				last = fingerprint
+				h.cfg.Logger.Error(err, "parsing pod manifests", "url", h.cfg.URL)
+			} else {
 				select {
 				case out <- Update{Op: SET, Pods: pods, Source: SourceHTTP, Origins: origins}:
 				case <-ctx.Done():
@@ -152,17 +141,16 @@ func (h *HTTP) get(ctx context.Context) ([]byte, error) {
 }
 
 // parse decodes the body into static pods, leaving out the invalid ones
-// with an event, and gives the fingerprint of the set: the pods' UIDs.
-func (h *HTTP) parse(data []byte) ([]*v1.Pod, map[types.UID]string, string, error) {
+// with an event.
+func (h *HTTP) parse(data []byte) ([]*v1.Pod, map[types.UID]string, error) {
 	decoded, err := decode(data, true)
 	if err != nil {
 		h.cfg.Events(nil, v1.EventTypeWarning, "FailedToLoadManifest", fmt.Sprintf("manifest %s: %v", h.cfg.URL, err))
-		return nil, nil, "", fmt.Errorf("%s: %w", h.cfg.URL, err)
+		return nil, nil, fmt.Errorf("%s: %w", h.cfg.URL, err)
 	}
 	seen := h.cfg.Clock.Now()
 	var pods []*v1.Pod
 	origins := map[types.UID]string{}
-	var fingerprint strings.Builder
 	for i, pod := range decoded {
 		// The UID depends on the URL and the pod, not on its place in the
 		// list: reordering a list restarts nothing.
@@ -173,8 +161,6 @@ func (h *HTTP) parse(data []byte) ([]*v1.Pod, map[types.UID]string, string, erro
 		}
 		pods = append(pods, pod)
 		origins[pod.UID] = fmt.Sprintf("%s item %d", h.cfg.URL, i)
-		fingerprint.WriteString(string(pod.UID))
-		fingerprint.WriteByte(',')
 	}
-	return pods, origins, fingerprint.String(), nil
+	return pods, origins, nil
 }

@@ -26,7 +26,7 @@ func TestHTTPListCostIsLinear(t *testing.T) {
 		b.WriteString("]}")
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		pods, _, _, err := h.parse(b.Bytes())
+		pods, _, err := h.parse(b.Bytes())
 		runtime.ReadMemStats(&after)
 		if err != nil || len(pods) != n {
 			t.Fatalf("%d pods, err %v; want %d", len(pods), err, n)

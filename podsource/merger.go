@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -232,6 +233,7 @@ func (m *Merger) merge(u Update) []Update {
 	defer m.mu.Unlock()
 	src := u.Source
 	m.seen[src] = true
+	u.Pods = m.dropNil(u)
 	cands := m.cands[src]
 	if cands == nil {
 		cands = map[types.UID]*candidate{}
@@ -242,10 +244,6 @@ func (m *Merger) merge(u Update) []Update {
 		old := cands
 		cands = map[types.UID]*candidate{}
 		for i, p := range u.Pods {
-			if p == nil {
-				m.refuseNil(src, u.Op)
-				continue
-			}
 			pod := m.admit(p, src, u.Origins[p.UID])
 			if pod == nil {
 				continue
@@ -262,10 +260,6 @@ func (m *Merger) merge(u Update) []Update {
 		}
 	case ADD, UPDATE, RECONCILE, DELETE:
 		for _, p := range u.Pods {
-			if p == nil {
-				m.refuseNil(src, u.Op)
-				continue
-			}
 			pod := m.admit(p, src, u.Origins[p.UID])
 			if pod == nil {
 				continue
@@ -284,10 +278,6 @@ func (m *Merger) merge(u Update) []Update {
 		}
 	case REMOVE:
 		for _, p := range u.Pods {
-			if p == nil {
-				m.refuseNil(src, u.Op)
-				continue
-			}
 			delete(cands, p.UID)
 		}
 	default:
@@ -297,10 +287,23 @@ func (m *Merger) merge(u Update) []Update {
 	return m.diff(m.elect(), deleting)
 }
 
-// refuseNil reports a nil pod in an update; the event is about no pod.
-func (m *Merger) refuseNil(source string, op Op) {
-	m.cfg.Logger.Error(errors.New("a nil pod"), "ignoring a nil pod", "source", source, "op", op)
-	m.cfg.Events(nil, v1.EventTypeWarning, "FailedValidation", fmt.Sprintf("a nil pod from source %s (op %s): ignored", source, op))
+// dropNil returns the update's pods without the nil ones, each reported
+// with a log line and an event about no pod. The source's slice is left
+// as it is.
+func (m *Merger) dropNil(u Update) []*v1.Pod {
+	if !slices.Contains(u.Pods, nil) {
+		return u.Pods
+	}
+	pods := make([]*v1.Pod, 0, len(u.Pods))
+	for _, p := range u.Pods {
+		if p != nil {
+			pods = append(pods, p)
+			continue
+		}
+		m.cfg.Logger.Error(errors.New("a nil pod"), "ignoring a nil pod", "source", u.Source, "op", u.Op)
+		m.cfg.Events(nil, v1.EventTypeWarning, "FailedValidation", fmt.Sprintf("a nil pod from source %s (op %s): ignored", u.Source, u.Op))
+	}
+	return pods
 }
 
 func (m *Merger) refuseUID(pod *v1.Pod, source, origin string) {

@@ -290,18 +290,7 @@ func TestHTTPSource(t *testing.T) {
 	list := `{"kind":"PodList","apiVersion":"v1","items":[
 	  {"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"busybox:1.36"}]}},
 	  {"metadata":{"name":"b"},"spec":{"containers":[{"name":"c"}]}}]}`
-	var mu sync.Mutex
-	body := list
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		if r.Header.Get("X-Node") != "n1" {
-			http.Error(w, "who are you", http.StatusForbidden)
-			return
-		}
-		w.Write([]byte(body))
-	}))
-	defer srv.Close()
+	srv := newManifestServer(t, list, "n1")
 	clk := clocktesting.NewFakeClock(time.Now())
 	var ev events
 	src, _ := podsource.NewHTTP(podsource.HTTPConfig{URL: srv.URL, NodeName: "n1", Header: http.Header{"X-Node": {"n1"}}, Clock: clk, Events: ev.record})
@@ -313,9 +302,7 @@ func TestHTTPSource(t *testing.T) {
 	if got := strings.Join(ev.all(), "\n"); !strings.Contains(got, "item 1: pod default/b-n1: spec.containers[0].image: Required value") {
 		t.Errorf("events %q do not name the bad item and field", got)
 	}
-	mu.Lock()
-	body = webYAML
-	mu.Unlock()
+	srv.set(webYAML)
 	clk.Step(20 * time.Second)
 	if u := next(t, ch); len(u.Pods) != 1 || u.Pods[0].Name != "web-n1" {
 		t.Errorf("after the change: %v", names(u.Pods))
@@ -431,14 +418,7 @@ func TestHTTPSourceUIDsIgnoreOrder(t *testing.T) {
 		`{"metadata":{"name":"b"},"spec":{"containers":[{"name":"c","image":"busybox:1.36"}]}}`,
 		`{"metadata":{"name":"c"},"spec":{"containers":[{"name":"c","image":"busybox:1.37"}]}}`,
 	}
-	var mu sync.Mutex
-	body := `{"kind":"PodList","apiVersion":"v1","items":[` + strings.Join(items, ",") + `]}`
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		w.Write([]byte(body))
-	}))
-	defer srv.Close()
+	srv := newManifestServer(t, `{"kind":"PodList","apiVersion":"v1","items":[`+strings.Join(items, ",")+`]}`, "")
 	clk := clocktesting.NewFakeClock(time.Now())
 	src, _ := podsource.NewHTTP(podsource.HTTPConfig{URL: srv.URL, NodeName: "n", Clock: clk})
 	ch := run(t, src)
@@ -450,9 +430,7 @@ func TestHTTPSourceUIDsIgnoreOrder(t *testing.T) {
 		return m
 	}
 	before := uids(next(t, ch))
-	mu.Lock()
-	body = `{"kind":"PodList","apiVersion":"v1","items":[` + items[2] + "," + items[0] + "," + items[1] + `]}`
-	mu.Unlock()
+	srv.set(`{"kind":"PodList","apiVersion":"v1","items":[` + items[2] + "," + items[0] + "," + items[1] + `]}`)
 	clk.Step(20 * time.Second)
 	after := uids(next(t, ch))
 	if len(before) != 3 || !cmp.Equal(before, after) {
@@ -514,16 +492,7 @@ func TestHTTPSourceSkipsAnUnchangedBody(t *testing.T) {
 	list := `{"kind":"PodList","apiVersion":"v1","items":[
 	  {"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"busybox:1.36"}]}},
 	  {"metadata":{"name":"b"},"spec":{"containers":[{"name":"c"}]}}]}`
-	var mu sync.Mutex
-	body := list
-	requests := make(chan struct{}, 10)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		w.Write([]byte(body))
-		mu.Unlock()
-		requests <- struct{}{}
-	}))
-	defer srv.Close()
+	srv := newManifestServer(t, list, "")
 	clk := clocktesting.NewFakeClock(time.Now())
 	var ev events
 	src, err := podsource.NewHTTP(podsource.HTTPConfig{URL: srv.URL, NodeName: "n", Clock: clk, Events: ev.record})
@@ -534,7 +503,7 @@ func TestHTTPSourceSkipsAnUnchangedBody(t *testing.T) {
 	poll := func() {
 		t.Helper()
 		select {
-		case <-requests:
+		case <-srv.requests:
 		case <-time.After(10 * time.Second):
 			t.Fatal("no request within 10s")
 		}
@@ -551,11 +520,45 @@ func TestHTTPSourceSkipsAnUnchangedBody(t *testing.T) {
 		t.Errorf("after three polls of one body, events %q, want one about item 1", got)
 	}
 
-	mu.Lock()
-	body = webYAML
-	mu.Unlock()
+	srv.set(webYAML)
 	clk.Step(20 * time.Second)
 	if u := next(t, ch); !cmp.Equal(names(u.Pods), []string{"default/web-n"}) {
 		t.Errorf("after the change: pods %v, want default/web-n", names(u.Pods))
 	}
+}
+
+// manifestServer serves a body that set changes. With node set, a request
+// without the header "X-Node: node" gets 403. Each request answered is
+// told on requests while it has room.
+type manifestServer struct {
+	*httptest.Server
+	requests chan struct{}
+	mu       sync.Mutex
+	body     string
+}
+
+func newManifestServer(t *testing.T, body, node string) *manifestServer {
+	t.Helper()
+	s := &manifestServer{body: body, requests: make(chan struct{}, 10)}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if node != "" && r.Header.Get("X-Node") != node {
+			http.Error(w, "who are you", http.StatusForbidden)
+			return
+		}
+		s.mu.Lock()
+		w.Write([]byte(s.body))
+		s.mu.Unlock()
+		select {
+		case s.requests <- struct{}{}:
+		default:
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *manifestServer) set(body string) {
+	s.mu.Lock()
+	s.body = body
+	s.mu.Unlock()
 }
