@@ -70,8 +70,8 @@ type Agent struct {
 	pods    map[types.UID]*v1.Pod // the desired pods, by UID
 	reasons map[types.UID]map[string]status.Reason
 	told    map[types.UID]bool // PodTerminated succeeded with a deletionTimestamp
-	// rtErr is the runtime's last Status verdict, errRuntimeNotAnswered
-	// until the first; rtSince is when the Status call in flight began on
+	// rtErr is the runtime's last Status verdict, an error until the
+	// first; rtSince is when the Status call in flight began on
 	// the clock, zero when none is.
 	rtErr   error
 	rtSince time.Time
@@ -111,7 +111,9 @@ func New(cfg Config) (*Agent, error) {
 		told:    map[types.UID]bool{},
 		failed:  map[types.UID]failure{},
 		resizes: map[types.UID]*resizeState{},
-		rtErr:   errRuntimeNotAnswered,
+		// Until the runtime's first answer, as the kubelet's node is not
+		// ready before its first runtime check.
+		rtErr: errors.New("agent: the runtime has not answered Status yet"),
 
 		stopping: map[types.UID]chan struct{}{},
 	}
@@ -287,11 +289,6 @@ func (a *Agent) Addr() string {
 }
 
 func (a *Agent) markReady() { a.readyOnce.Do(func() { close(a.ready) }) }
-
-// errRuntimeNotAnswered is Healthy's verdict on the runtime until its
-// first answer to Status, as the kubelet's node is not ready before its
-// first runtime check.
-var errRuntimeNotAnswered = errors.New("agent: the runtime has not answered Status yet")
 
 // Healthy reports whether the runtime is ready and the PLEG is current.
 // It fails until the runtime first answers Status, then with the last

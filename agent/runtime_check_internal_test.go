@@ -52,6 +52,18 @@ func (h *hangingStatus) Status(ctx context.Context, verbose bool) (*runtimeapi.S
 	return h.Runtime.Status(ctx, verbose)
 }
 
+func (h *hangingStatus) setHang(hang bool) {
+	h.mu.Lock()
+	h.hang = hang
+	h.mu.Unlock()
+}
+
+func (h *hangingStatus) callCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.calls
+}
+
 // logLines is a logger's output, safe for concurrent use.
 type logLines struct {
 	mu    sync.Mutex
@@ -138,10 +150,8 @@ func TestHealthzFailsWhenStatusDoesNotAnswerInTime(t *testing.T) {
 	if err2 == nil || !strings.Contains(err2.Error(), want) {
 		t.Errorf("checkRuntime() = %v, want %q", err2, want)
 	}
-	rec := httptest.NewRecorder()
-	a.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
-	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), want) {
-		t.Errorf("/healthz: %d %q, want 500 saying %q", rec.Code, rec.Body.String(), want)
+	if code, body := healthz(a); code != http.StatusInternalServerError || !strings.Contains(body, want) {
+		t.Errorf("/healthz: %d %q, want 500 saying %q", code, body, want)
 	}
 }
 
@@ -175,9 +185,7 @@ func TestCheckAfterATimeoutAsksAgain(t *testing.T) {
 	if _, err := checkPastTimeout(t, a, clk, log); err == nil {
 		t.Fatal("a check of a hung runtime succeeded")
 	}
-	rs.mu.Lock()
-	rs.hang = false
-	rs.mu.Unlock()
+	rs.setHang(false)
 	// The cut-off call returns once it sees its cancellation.
 	pollUntil(t, "the cut-off call returned", func() bool { return len(a.rtCall.done) == 1 }, log.String)
 	if ok, err := a.checkRuntime(context.Background()); !ok || err != nil {
@@ -200,10 +208,7 @@ func TestStatusThatIgnoresCancellationHoldsOneCall(t *testing.T) {
 			t.Fatalf("check %d: checkRuntime() = %v, %v; want the timeout", i, ok, err)
 		}
 	}
-	rs.mu.Lock()
-	calls := rs.calls
-	rs.mu.Unlock()
-	if calls != 1 {
+	if calls := rs.callCount(); calls != 1 {
 		t.Errorf("%d Status calls after three checks of a runtime that never answered, want 1", calls)
 	}
 	close(deaf)
@@ -229,10 +234,8 @@ func TestStatusPanicIsTheChecksError(t *testing.T) {
 	if log.count("recovered a panic") != 1 || log.count("runtime_check.go") == 0 {
 		t.Errorf("the panic is not logged with its stack:\n%s", log.String())
 	}
-	rec := httptest.NewRecorder()
-	a.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
-	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), want) {
-		t.Errorf("/healthz: %d %q, want 500 saying %q", rec.Code, rec.Body.String(), want)
+	if code, body := healthz(a); code != http.StatusInternalServerError || !strings.Contains(body, want) {
+		t.Errorf("/healthz: %d %q, want 500 saying %q", code, body, want)
 	}
 }
 
@@ -328,14 +331,7 @@ func TestHungRuntimeFailsHealthzWithinPeriodAndTimeout(t *testing.T) {
 	if ok, err := a.checkRuntime(context.Background()); !ok || err != nil {
 		t.Fatalf("checkRuntime() = %v, %v; want true, nil", ok, err)
 	}
-	rs.mu.Lock()
-	rs.hang = true
-	rs.mu.Unlock()
-	calls := func() int {
-		rs.mu.Lock()
-		defer rs.mu.Unlock()
-		return rs.calls
-	}
+	rs.setHang(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.watchRuntime(ctx) }()
@@ -349,8 +345,8 @@ func TestHungRuntimeFailsHealthzWithinPeriodAndTimeout(t *testing.T) {
 	}()
 	pollUntil(t, "the checks wait on the clock", clk.HasWaiters, log.String)
 	clk.Step(5 * time.Second)
-	pollUntil(t, "a check calls Status 5s after the last", func() bool { return calls() == 2 }, func() string {
-		return fmt.Sprintf("%d Status calls\n%s", calls(), log.String())
+	pollUntil(t, "a check calls Status 5s after the last", func() bool { return rs.callCount() == 2 }, func() string {
+		return fmt.Sprintf("%d Status calls\n%s", rs.callCount(), log.String())
 	})
 	clk.Step(5 * time.Second)
 	const want = "the runtime did not answer Status within 5s"

@@ -2,6 +2,7 @@ package criclient_test
 
 import (
 	"context"
+	"net"
 	"path/filepath"
 	"testing"
 
@@ -14,6 +15,13 @@ import (
 // directory and returns a client dialled to it.
 func serveFake(t testing.TB, cfg fakecri.Config) (*fakecri.Runtime, *criclient.Client) {
 	t.Helper()
+	return serveFakeOn(t, cfg, nil)
+}
+
+// serveFakeOn is serveFake with the server's listener wrapped by wrap
+// when wrap is not nil.
+func serveFakeOn(t testing.TB, cfg fakecri.Config, wrap func(net.Listener) net.Listener) (*fakecri.Runtime, *criclient.Client) {
+	t.Helper()
 	rt, err := fakecri.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -22,6 +30,9 @@ func serveFake(t testing.TB, cfg fakecri.Config) (*fakecri.Runtime, *criclient.C
 	lis, err := fakecri.ListenUnix(endpoint)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		lis = wrap(lis)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nodekit/nodekit/runtime"
-	"github.com/nodekit/nodekit/runtime/criclient"
 	"github.com/nodekit/nodekit/runtime/fakecri"
 )
 
@@ -83,30 +81,11 @@ func (l *restartingListener) backUp() (time.Time, []time.Time) {
 // ±20%, so the first at or after 12 s is its sixth or later, and the
 // wait after the sixth is 10.5 s less 20% at the least.
 func TestClientReconnectsWithinTheKubeletsBackOff(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "cri.sock")
-	inner, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &restartingListener{Listener: inner, up: true}
-	rt, err := fakecri.New(fakecri.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- fakecri.NewServer(rt, rt).Serve(ctx, l) }()
-	defer func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
-	c, err := criclient.Dial(context.Background(), "unix://"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
+	var l *restartingListener
+	_, c := serveFakeOn(t, fakecri.Config{}, func(inner net.Listener) net.Listener {
+		l = &restartingListener{Listener: inner, up: true}
+		return l
+	})
 
 	const outage = 12 * time.Second
 	wentDown := time.Now()
